@@ -1,0 +1,60 @@
+"""Shared fixtures: one trained sample model and one sample build per test session.
+
+The sample model trains once (about a minute on two cores) into a cache under
+.pytest_cache, so local re-runs reuse it; CI starts clean and trains it once.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.environ.get("TRTKIT_TEST_CACHE") or os.path.join(ROOT, ".pytest_cache", "trtkit-cache")
+os.environ["TRTKIT_CACHE"] = CACHE
+
+
+def run_cli(args, cwd=None, env=None, timeout=900):
+    """Run ``python -m trtkit ARGS`` in a subprocess; returns CompletedProcess (text)."""
+    full_env = dict(os.environ, TRTKIT_CACHE=CACHE, PYTHONPATH=ROOT)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "trtkit"] + list(args), cwd=cwd or ROOT, env=full_env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
+
+
+def run_script(script, args, cwd=None, env=None, timeout=900):
+    full_env = dict(os.environ, TRTKIT_CACHE=CACHE)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script)] + list(args), cwd=cwd or ROOT,
+                          env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def sample():
+    """(model, checkpoint path) of the trained sample ResNet18 (64x64 digits)."""
+    from trtkit.sample import sample_model
+    model, path, _ = sample_model()
+    return model, path
+
+
+@pytest.fixture(scope="session")
+def sample_build(tmp_path_factory, sample):
+    """A finished FP32+FP16 ONNX Runtime build of the sample model: (out dir, manifest dict)."""
+    from trtkit.build import BuildOptions, build
+    out = str(tmp_path_factory.mktemp("sample_build"))
+    manifest = build(BuildOptions(out=out, precisions="fp32,fp16", backend="onnxruntime",
+                                  throughput_seconds=0.3))
+    manifest.pop("_dir", None)
+    return out, manifest
+
+
+def partial_files(folder):
+    """Every file under ``folder`` that a failed step might have left (temporary or staging)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            if name.startswith(".") or name.endswith(".tmp"):
+                found.append(os.path.join(root, name))
+    return found

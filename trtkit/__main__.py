@@ -1,0 +1,5 @@
+import sys
+
+from trtkit.cli import main
+
+sys.exit(main())

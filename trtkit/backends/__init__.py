@@ -1,0 +1,59 @@
+"""Backend registry: names users type -> the module that implements them, imported lazily.
+
+Adding a backend: a module in this package with a Backend subclass, and one
+line in ``REGISTRY``. ``select_backend("auto")`` picks the fastest usable one
+and says why.
+"""
+
+import importlib
+
+from trtkit.errors import InputError
+
+# name -> "module:Class"; order of preference for --backend auto
+REGISTRY = [
+    ("tensorrt", "trtkit.backends.tensorrt:TensorRTBackend"),
+    ("tensorrt-rtx", "trtkit.backends.tensorrt:TensorRTRTXBackend"),
+    ("onnxruntime", "trtkit.backends.onnxruntime:OnnxRuntimeBackend"),
+]
+
+
+def backend_names():
+    return [name for name, _ in REGISTRY]
+
+
+def get_backend(name):
+    """The Backend instance registered as ``name`` (InputError for unknown names)."""
+    for registered, target in REGISTRY:
+        if registered == name:
+            module_name, class_name = target.split(":")
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                raise InputError("backend '{}' is not part of this trtkit build".format(name))
+            return getattr(module, class_name)()
+    raise InputError("unknown backend '{}'".format(name), hint="choose auto or one of " + ", ".join(backend_names()))
+
+
+def select_backend(name="auto"):
+    """Return (backend, reason). ``auto`` picks the first usable one in REGISTRY order."""
+    if name != "auto":
+        backend = get_backend(name)
+        usable, reason = backend.availability()
+        if not usable:
+            raise InputError("backend '{}' cannot be used here: {}".format(name, reason),
+                             hint="use --backend auto or onnxruntime")
+        return backend, reason
+    skipped = []
+    for registered, _ in REGISTRY:
+        try:
+            backend = get_backend(registered)
+        except InputError:
+            continue
+        if getattr(backend, "auto_selectable", True) is False:
+            continue
+        usable, reason = backend.availability()
+        if usable:
+            why = reason if not skipped else "{} ({})".format(reason, "; ".join(skipped))
+            return backend, why
+        skipped.append("{}: {}".format(registered, reason))
+    raise InputError("no usable backend: " + "; ".join(skipped), hint="pip install 'trtkit[cpu]' for ONNX Runtime")

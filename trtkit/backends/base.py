@@ -1,0 +1,126 @@
+"""The runner contract every backend implements, and the backend interface that builds artifacts.
+
+A *Backend* turns a precision-specific ONNX file into an artifact it can run
+(for ONNX Runtime the ONNX file itself, for TensorRT a serialized engine).
+A *Runner* loads one artifact and runs numpy batches through it. Verification
+and benchmarking only ever talk to Runners, so a new backend is one new module
+in ``trtkit/backends`` and one line in its registry.
+"""
+
+import time
+
+
+class TensorSpec(object):
+    """Name, shape (None or a string for dynamic axes) and numpy dtype name of one I/O tensor."""
+
+    def __init__(self, name, shape, dtype):
+        self.name = name
+        self.shape = tuple(shape)
+        self.dtype = str(dtype)
+
+    def to_dict(self):
+        return {"name": self.name, "shape": [d if isinstance(d, int) else None for d in self.shape], "dtype": self.dtype}
+
+    def __repr__(self):
+        return "TensorSpec({!r}, {}, {})".format(self.name, self.shape, self.dtype)
+
+
+class Runner(object):
+    """Load one artifact, run numpy batches through it.
+
+    Use as a context manager (``with runner:``) or call ``activate()`` /
+    ``deactivate()``. ``infer`` takes a float32 NCHW batch and returns the
+    first output as float32; ``infer_all`` returns every output by name.
+    ``last_infer_seconds`` is the time of the last call, host copies included.
+    """
+
+    backend = "base"
+
+    def __init__(self, path):
+        self.path = path
+        self.active = False
+        self.last_infer_seconds = None
+
+    # lifecycle ---------------------------------------------------------
+    def activate(self):
+        if not self.active:
+            self._activate()
+            self.active = True
+        return self
+
+    def deactivate(self):
+        if self.active:
+            self._deactivate()
+            self.active = False
+
+    def __enter__(self):
+        return self.activate()
+
+    def __exit__(self, exc_type, exc, tb):
+        self.deactivate()
+        return False
+
+    # inference ---------------------------------------------------------
+    def infer(self, batch):
+        """Run one batch; returns the first output."""
+        outputs = self.infer_all(batch)
+        return outputs[self.outputs()[0].name]
+
+    def infer_all(self, batch):
+        if not self.active:
+            self.activate()
+        start = time.perf_counter()
+        result = self._infer(batch)
+        self.last_infer_seconds = time.perf_counter() - start
+        return result
+
+    def describe(self):
+        """A dict of the backend, artifact path and I/O specs (for manifests and logs)."""
+        return {"backend": self.backend, "path": self.path,
+                "inputs": [t.to_dict() for t in self.inputs()],
+                "outputs": [t.to_dict() for t in self.outputs()]}
+
+    # to implement ------------------------------------------------------
+    def _activate(self):
+        raise NotImplementedError
+
+    def _deactivate(self):
+        pass
+
+    def _infer(self, batch):
+        """Return {output name: numpy array} for one input batch."""
+        raise NotImplementedError
+
+    def inputs(self):
+        raise NotImplementedError
+
+    def outputs(self):
+        raise NotImplementedError
+
+
+class Backend(object):
+    """Builds artifacts from ONNX and creates Runners for them.
+
+    Subclasses set ``name``, ``int8_encoding`` (which Q/DQ encoding the
+    calibration module writes for it: ``"cpu"`` or ``"tensorrt"``) and
+    ``artifact_suffix``; they implement ``availability``, ``build`` and ``runner``.
+    """
+
+    name = "base"
+    int8_encoding = "tensorrt"
+    artifact_suffix = ".onnx"
+    precisions = ("fp32", "fp16", "int8")
+
+    def availability(self):
+        """(usable, reason): reason says why not, or what was found."""
+        raise NotImplementedError
+
+    def build(self, onnx_path, precision, out_path, options=None):
+        """Build the artifact for ``precision`` from ``onnx_path`` at ``out_path`` (atomically).
+
+        Returns a dict of backend-specific metadata for the manifest.
+        """
+        raise NotImplementedError
+
+    def runner(self, artifact_path, options=None):
+        raise NotImplementedError

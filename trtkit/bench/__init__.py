@@ -1,0 +1,1 @@
+"""Benchmarking: timing loops (``timing``), device records, and reports."""

@@ -1,0 +1,96 @@
+"""``trtkit`` command line: one subcommand per module in ``trtkit/commands``.
+
+Each command module defines ``NAME``, ``HELP``, ``DESCRIPTION``,
+``add_arguments(parser)`` and ``run(args)``; adding a command is one line in
+``COMMANDS``. This module imports only the stdlib and numpy-free trtkit
+modules, so ``trtkit --help`` works where only numpy is installed.
+
+Errors a user can fix (TrtkitError) print one line and exit non-zero; the
+traceback appears only with ``--verbose``.
+"""
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from trtkit import __version__, log
+from trtkit.errors import TrtkitError
+
+COMMANDS = [
+    "trtkit.commands.build",
+]
+
+EPILOG = """examples:
+  trtkit build                                  sample ResNet18 -> FP32/FP16 ONNX Runtime, verified
+  trtkit build --checkpoint my.pt --model resnet50 --data images/ --out build/
+  trtkit build --onnx classifier.onnx --precision fp32,fp16
+
+run 'trtkit COMMAND --help' for a command's options."""
+
+
+def add_common(parser):
+    parser.add_argument("--verbose", "-v", action="store_true", help="show debug messages and full tracebacks")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only results and errors")
+
+
+def make_parser(commands=None):
+    parser = argparse.ArgumentParser(
+        prog="trtkit", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Make trained image classifiers fast on NVIDIA hardware (TensorRT, ONNX Runtime) "
+                    "without losing accuracy: export, FP16/INT8 variants, engines, verification, benchmarks.")
+    parser.add_argument("--version", action="version", version="trtkit " + __version__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in commands or COMMANDS:
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(module.NAME, help=module.HELP, description=getattr(module, "DESCRIPTION", module.HELP),
+                             formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog=getattr(module, "EPILOG", None))
+        module.add_arguments(cmd)
+        add_common(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None, commands=None):
+    """Entry point of ``trtkit``; returns the process exit code."""
+    parser = make_parser(commands)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 1
+    return run_command(args._run, args)
+
+
+def run_command(func, args):
+    """Run a command function with trtkit's error policy (used by scripts/*.py too)."""
+    verbose = getattr(args, "verbose", False)
+    log.configure(quiet=getattr(args, "quiet", False), verbose=verbose)
+    try:
+        code = func(args)
+        return 0 if code is None else int(code)
+    except TrtkitError as exc:
+        if verbose:
+            traceback.print_exc()
+        sys.stderr.write("error: {}\n".format(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+
+
+def script_main(module_name, argv=None):
+    """Run one command module as a standalone script (``python scripts/build_engine.py``)."""
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=sys.argv[0].split("/")[-1],
+                                     description=getattr(module, "DESCRIPTION", module.HELP),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=getattr(module, "EPILOG", None))
+    module.add_arguments(parser)
+    add_common(parser)
+    args = parser.parse_args(argv)
+    return run_command(module.run, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

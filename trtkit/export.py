@@ -1,0 +1,153 @@
+"""PyTorch -> ONNX with a dynamic batch axis, validated before anyone builds on it.
+
+The export is checked twice: by ``onnx.checker`` and by running ONNX Runtime
+against PyTorch on real images (largest logit difference and top-1 agreement).
+A difference above tolerance is an error, never a warning: every variant and
+engine downstream inherits it.
+
+Exporters: torch's current one (``torch.export``-based, ``dynamo=True``) when
+it is there, else the TorchScript-based one (the only one in torch 1.10 on a
+Jetson Nano). ``exporter="torchscript"`` forces the old one; a failure of the
+new one falls back to it with a warning.
+"""
+
+import inspect
+import warnings
+
+import numpy as np
+
+from trtkit import log
+from trtkit.deps import available, require
+from trtkit.errors import InputError, VerificationFailed
+from trtkit.fileio import atomic_path
+
+INPUT_NAME = "input"
+OUTPUT_NAME = "logits"
+DEFAULT_OPSET = 17
+EXPORTERS = ("auto", "dynamo", "torchscript")
+
+
+class ExportReport(object):
+    """What the export did and how well ONNX Runtime matched PyTorch."""
+
+    def __init__(self, exporter, opset, max_abs_diff, top1_agreement, images):
+        self.exporter = exporter
+        self.opset = opset
+        self.max_abs_diff = max_abs_diff
+        self.top1_agreement = top1_agreement
+        self.images = images
+
+    def to_dict(self):
+        return {"exporter": self.exporter, "opset": self.opset, "max_abs_diff": self.max_abs_diff,
+                "top1_agreement": self.top1_agreement, "images": self.images}
+
+
+def _has_dynamo_exporter(torch):
+    try:
+        params = inspect.signature(torch.onnx.export).parameters
+    except (TypeError, ValueError):
+        return False
+    return "dynamo" in params and available("onnxscript")
+
+
+def export_onnx(model, path, exporter="auto", opset=None, example=None):
+    """Export ``model`` (eval mode, CPU) to ``path`` atomically; returns (exporter used, opset)."""
+    torch = require("torch", "exporting to ONNX")
+    require("onnx", "exporting to ONNX")
+    if exporter not in EXPORTERS:
+        raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
+    model = model.eval().cpu()
+    contract = model.input_contract
+    if example is None:
+        example = torch.zeros((2,) + contract.shape, dtype=torch.float32)
+    use_dynamo = exporter == "dynamo" or (exporter == "auto" and _has_dynamo_exporter(torch))
+    if exporter == "dynamo" and not _has_dynamo_exporter(torch):
+        raise InputError("this torch has no dynamo ONNX exporter", hint="use --exporter torchscript")
+    with atomic_path(path) as tmp:
+        if use_dynamo:
+            try:
+                used = _export_dynamo(torch, model, example, tmp, opset)
+            except Exception as exc:
+                if exporter == "dynamo":
+                    raise
+                log.warn("the torch.export-based exporter failed ({}); using the TorchScript one".format(
+                    str(exc).splitlines()[0][:160] if str(exc) else exc.__class__.__name__))
+                used = _export_torchscript(torch, model, example, tmp, opset)
+        else:
+            used = _export_torchscript(torch, model, example, tmp, opset)
+        _inline_external_data(tmp)
+    return used
+
+
+def _export_torchscript(torch, model, example, path, opset):
+    opset = opset or DEFAULT_OPSET
+    kwargs = dict(input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], opset_version=opset,
+                  dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, do_constant_folding=True)
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.no_grad():
+            torch.onnx.export(model, (example,), path, **kwargs)
+    return "torchscript", opset
+
+
+def _export_dynamo(torch, model, example, path, opset):
+    opset = opset or max(DEFAULT_OPSET, 18)
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    import logging
+    quiet = [logging.getLogger(n) for n in ("torch.onnx", "torch._dynamo", "torch.export", "onnxscript")]
+    levels = [q.level for q in quiet]
+    for q in quiet:
+        q.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                torch.onnx.export(model, (example,), path, dynamo=True, input_names=[INPUT_NAME],
+                                  output_names=[OUTPUT_NAME], opset_version=opset,
+                                  dynamic_shapes=({0: batch},), external_data=False, verbose=False,
+                                  report=False)
+    finally:
+        for q, level in zip(quiet, levels):
+            q.setLevel(level)
+    return "dynamo", opset
+
+
+def _inline_external_data(path):
+    """Keep every model a single file (TensorRT parsers and copies expect that for small models)."""
+    import os
+    onnx = require("onnx")
+    if os.path.exists(path + ".data"):
+        model = onnx.load(path)
+        onnx.save(model, path, save_as_external_data=False)
+        os.remove(path + ".data")
+
+
+def torch_logits(model, images, batch_size=64):
+    """FP32 PyTorch logits for a numpy batch (the reference every variant is compared with)."""
+    torch = require("torch")
+    model = model.eval()
+    outputs = []
+    with torch.no_grad():
+        for start in range(0, images.shape[0], batch_size):
+            chunk = torch.from_numpy(np.ascontiguousarray(images[start:start + batch_size]))
+            outputs.append(model(chunk).float().numpy())
+    return np.concatenate(outputs)
+
+
+def validate_export(onnx_path, reference_logits, images, tolerance=1e-3, batch_size=32):
+    """Check an exported ONNX against PyTorch logits on the same images; raise above tolerance."""
+    from trtkit.onnx_tools import load_onnx
+    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
+    load_onnx(onnx_path, check=True)
+    with OnnxRuntimeRunner(onnx_path, providers=["CPUExecutionProvider"]) as runner:
+        got = np.concatenate([runner.infer(images[s:s + batch_size]) for s in range(0, len(images), batch_size)])
+        single = runner.infer(images[:1])  # the batch axis really is dynamic
+    diff = float(np.max(np.abs(got - reference_logits)))
+    diff = max(diff, float(np.max(np.abs(single - reference_logits[:1]))))
+    agreement = float(np.mean(got.argmax(1) == reference_logits.argmax(1)))
+    if not np.isfinite(diff) or diff > tolerance:
+        raise VerificationFailed("the ONNX export differs from PyTorch by {:.3g} (tolerance {:.1g})".format(
+            diff, tolerance), hint="re-run with --exporter torchscript, or report the model to trtkit")
+    return diff, agreement

@@ -1,0 +1,8 @@
+"""Precision variants of an FP32 ONNX graph: FP16 (``fp16``) and INT8 Q/DQ (``calibrate``/``qdq``).
+
+Precision lives in the ONNX graph itself (FP16 tensors, Q/DQ nodes), so one
+artifact builds on every TensorRT from 8.2 to 11 and TensorRT-RTX, and runs in
+ONNX Runtime too.
+"""
+
+PRECISIONS = ("fp32", "fp16", "int8")

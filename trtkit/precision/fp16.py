@@ -1,0 +1,39 @@
+"""FP16 ONNX: FP16 weights and compute, FP32 inputs and outputs.
+
+Keeping the I/O in FP32 means callers feed the same arrays to every variant
+(and TensorRT strongly typed builds take the graph's types as they are). Ops
+that lose accuracy or are unsupported in FP16 (reductions of many values,
+Softmax, shape arithmetic) stay FP32, with Casts inserted around them.
+"""
+
+from trtkit.deps import available, require
+from trtkit.errors import MissingDependency
+from trtkit.fileio import atomic_path
+
+# Beyond the converter's own block list (ML ops, TopK, Range...): numerically fragile ops.
+KEEP_FP32_OPS = ["Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2", "LayerNormalization",
+                 "Pow", "Sqrt", "Exp", "Log", "Resize", "Upsample"]
+
+
+def _converter():
+    if available("onnxruntime.transformers.float16"):
+        module = require("onnxruntime.transformers.float16")
+        return module.convert_float_to_float16, list(getattr(module, "DEFAULT_OP_BLOCK_LIST", []))
+    if available("onnxconverter_common.float16"):
+        module = require("onnxconverter_common.float16")
+        return module.convert_float_to_float16, list(getattr(module, "DEFAULT_OP_BLOCK_LIST", []))
+    raise MissingDependency("making the FP16 ONNX needs onnxruntime or onnxconverter-common",
+                            hint="pip install 'trtkit[cpu]'")
+
+
+def convert_fp16(src, dst):
+    """Write the FP16 variant of ``src`` to ``dst`` (atomically). Returns the list of ops kept FP32."""
+    onnx = require("onnx", "making the FP16 ONNX")
+    convert, block_list = _converter()
+    model = onnx.load(src)
+    present = set(node.op_type for node in model.graph.node)
+    blocked = sorted(set(block_list + KEEP_FP32_OPS) & present)
+    converted = convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS)
+    with atomic_path(dst) as tmp:
+        onnx.save(converted, tmp)
+    return blocked

@@ -1,0 +1,47 @@
+"""The sample model: a ResNet18 trained on scikit-learn's digits at 64x64, cached.
+
+``build_engine.py`` with no checkpoint uses it, so every step of the pipeline
+works on a real trained model with a real held-out accuracy, on a machine with
+no network. The first call trains it (about a minute on two CPU cores); later
+calls load it from the cache (``~/.cache/trtkit/sample`` or $TRTKIT_CACHE).
+"""
+
+import os
+
+from trtkit import log
+from trtkit.fileio import cache_dir
+
+SAMPLE_ARCH = "resnet18"
+SAMPLE_SIZE = 64
+SAMPLE_EPOCHS = 6
+RECIPE_VERSION = 1  # bump when the recipe changes, so caches retrain
+
+
+def sample_checkpoint_path():
+    return os.path.join(cache_dir("sample"), "{}-digits{}-v{}.pt".format(SAMPLE_ARCH, SAMPLE_SIZE, RECIPE_VERSION))
+
+
+def sample_model(retrain=False):
+    """Return (model, checkpoint path, trained_now) for the cached sample model."""
+    from trtkit.models import create_model, load_model, save_checkpoint
+    path = sample_checkpoint_path()
+    if os.path.isfile(path) and not retrain:
+        try:
+            return load_model(SAMPLE_ARCH, path), path, False
+        except Exception as exc:  # a corrupt cache is rebuilt, not fatal
+            log.warn("the cached sample model is unreadable ({}); training it again".format(exc))
+    from trtkit.data import load_images
+    from trtkit.train import fit
+    model = create_model(SAMPLE_ARCH, num_classes=10, input_size=SAMPLE_SIZE)
+    train_set = load_images("sample", model.input_contract, split="train")
+    heldout = load_images("sample", model.input_contract, split="heldout")
+    log.info("training the sample model: {} on {} digits images at {}x{} (first run only; cached in {})".format(
+        SAMPLE_ARCH, len(train_set), SAMPLE_SIZE, SAMPLE_SIZE, os.path.dirname(path)))
+    history = fit(model, train_set, heldout, epochs=SAMPLE_EPOCHS, batch_size=64, lr=0.05,
+                  label="training sample model")
+    accuracy = history[-1].get("accuracy")
+    log.info("sample model held-out accuracy: {:.2%}".format(accuracy))
+    save_checkpoint(model, path, extra_meta={"dataset": "sample", "accuracy": accuracy, "mode": "fp32",
+                                             "history": history})
+    model.trtkit_meta = {"dataset": "sample", "accuracy": accuracy}
+    return model, path, True

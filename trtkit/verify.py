@@ -1,0 +1,54 @@
+"""Compare a built variant with the FP32 reference on held-out images.
+
+The figures every artifact gets in the manifest: top-1 agreement with the
+reference, accuracy against labels (when the data has labels the model's
+classes can be matched to), the reference's own accuracy, and the largest
+absolute difference of the logits.
+"""
+
+import numpy as np
+
+
+def run_batches(runner, images, batch_size=32, fixed_batch=None):
+    """Run every image through ``runner`` in batches (padding the last one for fixed-batch engines)."""
+    size = fixed_batch or batch_size
+    outputs = []
+    for start in range(0, images.shape[0], size):
+        chunk = images[start:start + size]
+        real = chunk.shape[0]
+        if fixed_batch and real < fixed_batch:
+            pad = np.zeros((fixed_batch - real,) + chunk.shape[1:], dtype=chunk.dtype)
+            chunk = np.concatenate([chunk, pad])
+        outputs.append(np.asarray(runner.infer(chunk), dtype=np.float32)[:real])
+    return np.concatenate(outputs)
+
+
+def accuracy(logits, labels):
+    """Top-1 accuracy, or None when there are no labels or they do not fit the classes."""
+    if labels is None or logits.shape[0] == 0:
+        return None
+    if logits.ndim != 2 or labels.max() >= logits.shape[1]:
+        return None
+    return float(np.mean(logits.argmax(1) == labels))
+
+
+def compare(logits, reference, labels=None):
+    """The verification record of ``logits`` against ``reference`` logits."""
+    logits = np.asarray(logits, dtype=np.float32)
+    reference = np.asarray(reference, dtype=np.float32)
+    if logits.shape != reference.shape:
+        raise ValueError("output shape {} differs from the reference {}".format(logits.shape, reference.shape))
+    diff = np.abs(logits - reference)
+    return {
+        "images": int(logits.shape[0]),
+        "top1_agreement": float(np.mean(logits.argmax(1) == reference.argmax(1))),
+        "accuracy": accuracy(logits, labels),
+        "reference_accuracy": accuracy(reference, labels),
+        "max_abs_diff": float(diff.max()) if diff.size else 0.0,
+        "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
+    }
+
+
+def verify_runner(runner, images, reference, labels=None, batch_size=32, fixed_batch=None):
+    """Run ``runner`` on ``images`` and compare with ``reference`` (see ``compare``)."""
+    return compare(run_batches(runner, images, batch_size, fixed_batch), reference, labels)
