@@ -19,12 +19,14 @@ from trtkit.errors import TrtkitError
 
 COMMANDS = [
     "trtkit.commands.build",
+    "trtkit.commands.bench",
 ]
 
 EPILOG = """examples:
   trtkit build                                  sample ResNet18 -> FP32/FP16 ONNX Runtime, verified
   trtkit build --checkpoint my.pt --model resnet50 --data images/ --out build/
   trtkit build --onnx classifier.onnx --precision fp32,fp16
+  trtkit bench                                  FPS table of the last build vs PyTorch baselines
 
 run 'trtkit COMMAND --help' for a command's options."""
 

@@ -1,12 +1,22 @@
 """Timing loops: time-based warm-up, then iterations until enough time or count.
 
-``quick_throughput`` is the short figure printed in the build table; the full
-benchmarker (latency percentiles, batch sweeps, reports) builds on ``time_calls``.
+``quick_throughput`` is the short figure printed in the build table. The full
+benchmarker builds on ``measure_latency`` (one synchronized call per sample)
+and ``measure_throughput`` (rounds of many calls in flight, one sync per
+round), both returning a ``Stats`` of per-call seconds with the percentiles
+users compare and a coefficient of variation that flags unstable figures.
+
+GPU work is asynchronous: a clock read before the device finished measures
+only the launch. Callers pass ``sync`` (e.g. ``torch.cuda.synchronize``) or a
+``timer`` built on CUDA events (``CudaEventTimer``), never a bare host clock.
 """
 
 import time
 
 import numpy as np
+
+# Coefficient of variation (std / mean) above which a result is flagged unstable.
+DEFAULT_MAX_CV = 0.10
 
 
 def time_calls(fn, warmup_seconds=0.2, min_seconds=1.0, min_iterations=5, max_iterations=10000, sync=None):
@@ -16,13 +26,7 @@ def time_calls(fn, warmup_seconds=0.2, min_seconds=1.0, min_iterations=5, max_it
     for devices whose work is asynchronous.
     """
     clock = time.perf_counter
-    end = clock() + warmup_seconds
-    while True:
-        fn()
-        if sync:
-            sync()
-        if clock() >= end:
-            break
+    warm_up(fn, warmup_seconds, sync)
     samples = []
     start = clock()
     while len(samples) < max_iterations:
@@ -36,11 +40,167 @@ def time_calls(fn, warmup_seconds=0.2, min_seconds=1.0, min_iterations=5, max_it
     return np.asarray(samples)
 
 
+def warm_up(fn, seconds, sync=None, min_calls=1):
+    """Call ``fn`` for ``seconds`` (at least ``min_calls`` times): caches, allocators, autotuners, clocks."""
+    clock = time.perf_counter
+    end = clock() + seconds
+    calls = 0
+    while True:
+        fn()
+        calls += 1
+        if sync:
+            sync()
+        if calls >= min_calls and clock() >= end:
+            return calls
+
+
 def quick_throughput(runner, images, batch_size=8, seconds=1.0):
     """Images per second of ``runner`` at ``batch_size`` (median call time), for the build table."""
+    batch = make_batch(images, batch_size)
+    samples = time_calls(lambda: runner.infer(batch), warmup_seconds=0.2, min_seconds=seconds, min_iterations=3)
+    return batch_size / float(np.median(samples))
+
+
+def make_batch(images, batch_size):
+    """The first ``batch_size`` images, repeated when there are fewer (float32, contiguous)."""
     batch = images[:batch_size]
     if batch.shape[0] < batch_size:
         reps = int(np.ceil(batch_size / float(batch.shape[0])))
         batch = np.concatenate([batch] * reps)[:batch_size]
-    samples = time_calls(lambda: runner.infer(batch), warmup_seconds=0.2, min_seconds=seconds, min_iterations=3)
-    return batch_size / float(np.median(samples))
+    return np.ascontiguousarray(batch, dtype=np.float32)
+
+
+class Stats(object):
+    """Summary of per-call seconds: median, mean, p90, p99, min, max, std and CV."""
+
+    FIELDS = ("median", "mean", "p90", "p99", "min", "max", "std", "cv")
+
+    def __init__(self, samples, max_cv=DEFAULT_MAX_CV):
+        samples = np.asarray(samples, dtype=np.float64)
+        if samples.size == 0:
+            raise ValueError("no timing samples")
+        self.samples = samples
+        self.count = int(samples.size)
+        self.median = float(np.median(samples))
+        self.mean = float(np.mean(samples))
+        self.p90 = float(np.percentile(samples, 90))
+        self.p99 = float(np.percentile(samples, 99))
+        self.min = float(np.min(samples))
+        self.max = float(np.max(samples))
+        self.std = float(np.std(samples))
+        self.cv = self.std / self.mean if self.mean > 0 else 0.0
+        self.max_cv = max_cv
+        self.unstable = self.cv > max_cv
+
+    def warning(self):
+        """A sentence when the spread is too large to trust the median, else None."""
+        if not self.unstable:
+            return None
+        return "unstable: coefficient of variation {:.0%} > {:.0%} over {} samples".format(
+            self.cv, self.max_cv, self.count)
+
+    def to_dict(self, scale=1.0):
+        """The figures (seconds times ``scale``; the CV is unitless) plus the sample count."""
+        out = dict((k, getattr(self, k) * (1.0 if k == "cv" else scale)) for k in self.FIELDS)
+        out["count"] = self.count
+        out["unstable"] = bool(self.unstable)
+        return out
+
+
+class HostTimer(object):
+    """Times one region with the host clock; ``sync`` (if any) runs before the clock stops."""
+
+    def __init__(self, sync=None):
+        self.sync = sync
+
+    def start(self):
+        if self.sync:
+            self.sync()
+        self._t0 = time.perf_counter()
+
+    def stop(self):
+        """End the region; returns its seconds."""
+        if self.sync:
+            self.sync()
+        return time.perf_counter() - self._t0
+
+
+class CudaEventTimer(object):
+    """Times one region on the current CUDA stream with events (device time, no host jitter).
+
+    ``stop`` synchronizes on the end event, so it also serves as the sync of
+    latency mode. Needs torch with CUDA.
+    """
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.sync = torch.cuda.synchronize  # used by warm-up, so its pace reflects finished work
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self):
+        self._start.record()
+
+    def stop(self):
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) / 1000.0
+
+
+def _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds):
+    max_seconds = max(max_seconds or 0.0, min_seconds)
+
+    def done(count, elapsed):
+        if count >= max_iterations or elapsed >= max_seconds:
+            return True
+        return count >= min_iterations and elapsed >= min_seconds
+    return done
+
+
+def measure_latency(fn, timer=None, warmup_seconds=0.5, min_seconds=2.0, min_iterations=20,
+                    max_iterations=100000, max_seconds=None, max_cv=DEFAULT_MAX_CV):
+    """Latency mode: one call per sample, the device synchronized after each (via ``timer``).
+
+    Stops when both ``min_seconds`` and ``min_iterations`` are reached, or at
+    ``max_iterations`` / ``max_seconds``. Returns Stats of seconds per call.
+    """
+    timer = timer or HostTimer()
+    warm_up(fn, warmup_seconds, getattr(timer, "sync", None))
+    done = _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds)
+    samples = []
+    begin = time.perf_counter()
+    while not done(len(samples), time.perf_counter() - begin):
+        timer.start()
+        fn()
+        samples.append(timer.stop())
+    return Stats(samples, max_cv)
+
+
+def measure_throughput(fn, timer=None, calls_per_round=None, warmup_seconds=0.5, min_seconds=2.0, min_rounds=5,
+                       max_rounds=10000, max_seconds=None, max_cv=DEFAULT_MAX_CV, round_seconds=0.1):
+    """Throughput mode: rounds of ``calls_per_round`` back-to-back calls and a single sync each.
+
+    Many batches are in flight on an asynchronous device; only the round's
+    end waits for them. ``calls_per_round`` defaults to what fills about
+    ``round_seconds``. Returns (Stats of seconds per call, calls per round).
+    """
+    timer = timer or HostTimer()
+    sync = getattr(timer, "sync", None)
+    calls = warm_up(fn, warmup_seconds, sync)
+    if calls_per_round is None:
+        # size rounds from the warm-up pace: about round_seconds each, at least 2 calls
+        per_call = max(warmup_seconds / float(calls), 1e-7) if warmup_seconds > 0 else None
+        if per_call is None:
+            timer.start()
+            fn()
+            per_call = max(timer.stop(), 1e-7)
+        calls_per_round = int(min(max(2, round_seconds / per_call), 100000))
+    done = _stop_rule(min_seconds, min_rounds, max_rounds, max_seconds)
+    samples = []
+    begin = time.perf_counter()
+    while not done(len(samples), time.perf_counter() - begin):
+        timer.start()
+        for _ in range(calls_per_round):
+            fn()
+        samples.append(timer.stop() / calls_per_round)
+    return Stats(samples, max_cv), calls_per_round

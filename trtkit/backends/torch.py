@@ -1,0 +1,206 @@
+"""PyTorch baselines: the numbers every TensorRT speed-up is quoted against.
+
+A "torch" runner runs the manifest's checkpoint (via ``trtkit.models.load_model``)
+in one of four modes users compare with:
+
+- ``fp32``: eager FP32, the reference the speed-up column divides by;
+- ``half``: ``model.half()`` with BatchNorm layers kept FP32 (the classic GPU recipe);
+- ``autocast``: ``torch.autocast``, FP16 on CUDA, BF16 on CPU;
+- ``channels_last``: FP32 with NHWC memory format.
+
+There is no artifact to build: the checkpoint *is* the artifact, so ``build``
+refuses. Besides ``infer`` (numpy in, numpy out, copies included) the runner
+offers the benchmarker a device-resident path: ``stage`` puts a batch on the
+device once, ``run_staged`` runs it without copies, ``synchronize`` waits.
+"""
+
+import os
+
+import numpy as np
+
+from trtkit.backends.base import Backend, Runner, TensorSpec
+from trtkit.deps import available, require
+from trtkit.errors import DeviceUnavailable, InputError
+
+MODES = ("fp32", "half", "autocast", "channels_last")
+# precision name used in reports, per mode and device
+MODE_PRECISION = {"fp32": "fp32", "half": "fp16", "channels_last": "fp32"}
+
+
+def default_device():
+    torch = require("torch", "the PyTorch baselines")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpu_supports_bf16():
+    """True when the CPU has native BF16 instructions (x86 AVX512-BF16/AMX, Arm BF16)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            text = handle.read()
+    except (IOError, OSError):
+        return False
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            flags = set(line.split(":", 1)[-1].split())
+            return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    return False
+
+
+def mode_precision(mode, device):
+    """The precision a mode computes in on ``device`` (autocast: fp16 on CUDA, bf16 on CPU)."""
+    if mode == "autocast":
+        return "fp16" if device == "cuda" else "bf16"
+    return MODE_PRECISION[mode]
+
+
+def mode_support(mode, device):
+    """(usable, reason) of a mode on a device, so a benchmark matrix can skip with a reason."""
+    if mode not in MODES:
+        return False, "unknown torch mode '{}' (use {})".format(mode, ", ".join(MODES))
+    torch = require("torch", "the PyTorch baselines")
+    if device == "cuda" and not torch.cuda.is_available():
+        return False, "no CUDA device visible to torch"
+    if mode == "autocast":
+        if not hasattr(torch, "autocast") and device != "cuda":
+            return False, "this torch has no CPU autocast (needs torch >= 1.10)"
+        if device == "cpu" and not cpu_supports_bf16():
+            return False, "the CPU has no native BF16 instructions"
+    if mode == "half" and device == "cpu":
+        return False, ".half() is a GPU baseline; on CPU FP16 convolutions are emulated (use autocast for BF16)"
+    return True, "torch {} on {}".format(torch.__version__, device)
+
+
+def _keep_batchnorm_fp32(torch, model):
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.float()
+    return model
+
+
+class TorchRunner(Runner):
+    """One checkpoint in one mode on one device (``cuda`` when available, else ``cpu``)."""
+
+    backend = "torch"
+
+    def __init__(self, checkpoint, model_name=None, mode="fp32", device=None, threads=None, input_size=None):
+        super(TorchRunner, self).__init__(checkpoint)
+        if mode not in MODES:
+            raise InputError("unknown torch mode '{}'".format(mode), hint="use one of " + ", ".join(MODES))
+        self.model_name = model_name
+        self.mode = mode
+        self.device = device
+        self.threads = threads
+        self.input_size = input_size
+        self.model = None
+
+    @property
+    def precision(self):
+        return mode_precision(self.mode, self.device or default_device())
+
+    def _activate(self):
+        torch = self.torch = require("torch", "the PyTorch baselines")
+        from trtkit.models import load_model
+        self.device = self.device or default_device()
+        usable, reason = mode_support(self.mode, self.device)
+        if not usable:
+            raise DeviceUnavailable("torch {}: {}".format(self.mode, reason))
+        if not os.path.isfile(self.path):
+            raise InputError("checkpoint not found: {}".format(self.path), hint="check the manifest's model.checkpoint")
+        if self.threads and self.device == "cpu":
+            torch.set_num_threads(int(self.threads))
+        model = load_model(self.model_name, self.path, input_size=self.input_size)
+        self.contract = model.input_contract
+        self.num_classes = model.num_classes
+        model = model.to(self.device).eval()
+        self._dtype = torch.float32
+        self._memory_format = None
+        if self.mode == "half":
+            model = _keep_batchnorm_fp32(torch, model.half())
+            self._dtype = torch.float16
+        elif self.mode == "channels_last":
+            self._memory_format = torch.channels_last
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model
+        self._autocast_dtype = (torch.float16 if self.device == "cuda" else torch.bfloat16) \
+            if self.mode == "autocast" else None
+
+    def _deactivate(self):
+        self.model = None
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def inputs(self):
+        c = self.contract.channels if self.model is not None else 3
+        size = self.contract.size if self.model is not None else None
+        return [TensorSpec("input", ("batch", c, size, size), "float32")]
+
+    def outputs(self):
+        return [TensorSpec("logits", ("batch", getattr(self, "num_classes", None)), "float32")]
+
+    # device-resident path used by the benchmarker --------------------------------
+    def stage(self, batch):
+        """Copy a numpy batch to the device in the runner's dtype and memory format."""
+        if not self.active:
+            self.activate()
+        x = self.torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float32)).to(self.device)
+        if self._dtype is not self.torch.float32:
+            x = x.to(self._dtype)
+        if self._memory_format is not None:
+            x = x.contiguous(memory_format=self._memory_format)
+        return x
+
+    def run_staged(self, x):
+        """Forward pass on a staged batch; returns the device tensor (no copy, no sync)."""
+        torch = self.torch
+        grad_off = torch.inference_mode() if hasattr(torch, "inference_mode") else torch.no_grad()
+        with grad_off:
+            if self._autocast_dtype is not None:
+                if hasattr(torch, "autocast"):
+                    ctx = torch.autocast(device_type=self.device, dtype=self._autocast_dtype)
+                else:  # torch < 1.10: CUDA only
+                    ctx = torch.cuda.amp.autocast()
+                with ctx:
+                    return self.model(x)
+            return self.model(x)
+
+    def synchronize(self):
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def reset_peak_memory(self):
+        if self.device == "cuda":
+            self.torch.cuda.reset_peak_memory_stats()
+
+    def peak_memory_bytes(self):
+        """Peak CUDA memory allocated by torch since the last reset; None on CPU."""
+        if self.device == "cuda":
+            return int(self.torch.cuda.max_memory_allocated())
+        return None
+
+    def _infer(self, batch):
+        out = self.run_staged(self.stage(batch))
+        return {"logits": out.float().cpu().numpy()}
+
+
+class TorchBackend(Backend):
+    """Runs checkpoints in PyTorch; has nothing to build."""
+
+    name = "torch"
+    artifact_suffix = ".pt"
+    precisions = ("fp32", "fp16", "bf16")
+    auto_selectable = False
+
+    def availability(self):
+        if not available("torch"):
+            return False, "torch is not installed"
+        return True, "PyTorch on {}".format(default_device())
+
+    def build(self, onnx_path, precision, out_path, options=None):
+        raise InputError("the torch backend runs checkpoints; it builds no artifacts",
+                         hint="use it for benchmark baselines (trtkit bench), build with onnxruntime or tensorrt")
+
+    def runner(self, artifact_path, options=None):
+        options = options or {}
+        return TorchRunner(artifact_path, model_name=options.get("model"), mode=options.get("mode", "fp32"),
+                           device=options.get("device"), threads=options.get("threads"),
+                           input_size=options.get("input_size"))

@@ -1,0 +1,110 @@
+"""trtkit bench / scripts/benchmark.py: FPS tables, CSV, JSON and a chart for a build or given models."""
+
+import os
+
+NAME = "bench"
+HELP = "benchmark a build (or a checkpoint/artifacts): FPS, latency percentiles, speed-up over PyTorch"
+DESCRIPTION = """Measure every variant of a build and the PyTorch baselines users compare with.
+
+With no arguments: benchmarks the last build in build/engines (what
+build_engine.py writes): each artifact with its backend, plus PyTorch FP32
+eager, channels_last and autocast from the build's checkpoint, at batch 1 and 8.
+Writes bench.md (the table), bench.csv and bench.json (every raw figure, the
+device record) and bench.png into OUT (default: BUILD/bench)."""
+EPILOG = """examples:
+  benchmark.py                                      the last build in build/engines
+  benchmark.py --manifest build/rn50 --batch-sizes 1,16,64 --out results/
+  benchmark.py --sweep --max-batch 256              batch 1,2,4,... until out of memory
+  benchmark.py --checkpoint rn18.pt --model resnet18 --input-size 224 --torch-modes fp32,half
+  benchmark.py --artifact onnxruntime:fp16:model.fp16.onnx --no-torch"""
+
+
+def _int_list(text):
+    from trtkit.errors import InputError
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError("'{}' is not a comma list of integers".format(text), hint="e.g. --batch-sizes 1,8,32")
+
+
+def _name_list(text):
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def add_arguments(parser):
+    src = parser.add_argument_group("what to benchmark")
+    src.add_argument("--manifest", default=None, metavar="PATH",
+                     help="build folder or manifest.json (default: build/engines, the last build_engine.py build)")
+    src.add_argument("--checkpoint", metavar="FILE", help="benchmark this PyTorch checkpoint instead of a build")
+    src.add_argument("--model", default=None, help="architecture of --checkpoint (default: what it records)")
+    src.add_argument("--input-size", type=int, metavar="PX", help="input size for --checkpoint")
+    src.add_argument("--artifact", action="append", default=[], metavar="BACKEND:PRECISION:PATH",
+                     help="an artifact to benchmark (repeatable), e.g. tensorrt:fp16:rn18.fp16.engine")
+    src.add_argument("--backends", metavar="LIST", help="only these backends (e.g. onnxruntime,torch)")
+    src.add_argument("--precisions", metavar="LIST", help="only these precisions (e.g. fp16,int8)")
+    src.add_argument("--torch-modes", default="auto", metavar="LIST",
+                     help="PyTorch baselines: fp32,half,autocast,channels_last (default auto: all that suit "
+                          "the device; 'none' to skip)")
+    src.add_argument("--no-torch", action="store_true", help="no PyTorch baselines (no speed-up column)")
+    how = parser.add_argument_group("how")
+    how.add_argument("--batch-sizes", default="1,8", metavar="LIST", help="batch sizes (default: 1,8)")
+    how.add_argument("--sweep", action="store_true",
+                     help="batch sweep 1,2,4,... up to --max-batch, stopping at out-of-memory")
+    how.add_argument("--max-batch", type=int, default=64, help="largest batch of --sweep (default: 64)")
+    how.add_argument("--seconds", type=float, default=1.0,
+                     help="minimum seconds per figure (latency and throughput each; default: 1)")
+    how.add_argument("--warmup", type=float, default=0.3, help="warm-up seconds per batch size (default: 0.3)")
+    how.add_argument("--min-iterations", type=int, default=10, help="minimum calls per figure (default: 10)")
+    how.add_argument("--mode", default="latency,throughput", metavar="LIST",
+                     help="latency (sync every call) and/or throughput (one sync per round); default: both")
+    how.add_argument("--threads", type=int, default=None,
+                     help="CPU threads for ONNX Runtime and PyTorch (default: the usable cores)")
+    how.add_argument("--max-cv", type=float, default=0.10,
+                     help="warn when the coefficient of variation exceeds this (default: 0.10)")
+    how.add_argument("--agree-images", type=int, default=64,
+                     help="images to compute top-1 agreement of PyTorch modes with FP32 eager (default: 64)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default=None, metavar="DIR", help="report folder (default: BUILD/bench)")
+    out.add_argument("--title", default=None, help="title of the table and chart")
+    out.add_argument("--no-png", action="store_true", help="skip the chart (no matplotlib needed)")
+
+
+def run(args):
+    from trtkit import log
+    from trtkit.bench.matrix import BenchOptions, load_bench_images, plan_from_flags, plan_from_manifest, run_matrix
+    from trtkit.bench.report import markdown_table, write_reports
+    options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
+                           seconds=args.seconds, warmup=args.warmup, modes=_name_list(args.mode),
+                           threads=args.threads, max_cv=args.max_cv, agree_images=args.agree_images,
+                           min_iterations=args.min_iterations)
+    torch_modes = None if args.no_torch or args.torch_modes == "none" else (
+        "auto" if args.torch_modes == "auto" else _name_list(args.torch_modes))
+    manifest = None
+    if args.checkpoint or args.artifact:
+        if args.manifest:
+            from trtkit.errors import InputError
+            raise InputError("give --manifest or --checkpoint/--artifact, not both")
+        variants = plan_from_flags(options, args.checkpoint, args.model, args.input_size, args.artifact, torch_modes)
+        out_dir = args.out or os.path.join("build", "bench")
+    else:
+        from trtkit.manifest import load_manifest
+        manifest = load_manifest(args.manifest or os.path.join("build", "engines"))
+        variants = plan_from_manifest(manifest, options, _name_list(args.backends), _name_list(args.precisions),
+                                      torch_modes)
+        out_dir = args.out or os.path.join(manifest["_dir"], "bench")
+    if manifest is None and args.checkpoint:
+        manifest = {"model": {"input": {"size": args.input_size or 224}}}
+    images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
+    log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads".format(
+        len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads))
+    result = run_matrix(variants, images, options)
+    result["source"] = {"manifest": os.path.join(manifest["_dir"], "manifest.json")
+                        if manifest and "_dir" in manifest else None, "images": source}
+    title = args.title or "{} benchmark".format(variants[0].model)
+    paths = write_reports(result, out_dir, title=title, png=not args.no_png)
+    table, notes = markdown_table(result)
+    print(table)
+    for note in notes:
+        print(note)
+    log.info("reports: " + ", ".join(paths[k] for k in ("markdown", "csv", "json", "png") if k in paths))
+    return 0
