@@ -220,7 +220,7 @@ def jetson_record(root="/", run=run_command):
 def _dist_version(dist, module=None):
     """Installed version of a distribution without importing it (falls back to the module)."""
     try:
-        from importlib import metadata  # Python 3.8+
+        from importlib import metadata  # novermin (Python 3.8+; guarded, 3.6 falls back below)
         return metadata.version(dist)
     except Exception:
         pass

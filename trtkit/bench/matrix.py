@@ -36,7 +36,7 @@ class BenchOptions(object):
 
     def __init__(self, batch_sizes=(1, 8), sweep=False, max_batch=64, seconds=1.0, warmup=0.3, max_seconds=None,
                  modes=("latency", "throughput"), threads=None, max_cv=DEFAULT_MAX_CV, agree_images=64,
-                 min_iterations=10):
+                 min_iterations=10, min_rounds=5, round_seconds=0.1):
         self.batch_sizes = sorted(set(int(b) for b in batch_sizes))
         if not self.batch_sizes or self.batch_sizes[0] < 1:
             raise InputError("batch sizes must be positive integers", hint="e.g. --batch-sizes 1,8")
@@ -53,6 +53,8 @@ class BenchOptions(object):
         self.max_cv = float(max_cv)
         self.agree_images = int(agree_images)
         self.min_iterations = int(min_iterations)
+        self.min_rounds = int(min_rounds)
+        self.round_seconds = float(round_seconds)
 
     def sizes(self):
         """Batch sizes to try, in increasing order (a sweep doubles from 1 up to ``max_batch``)."""
@@ -67,7 +69,8 @@ class BenchOptions(object):
     def to_dict(self):
         return {"batch_sizes": self.sizes(), "sweep": self.sweep, "seconds": self.seconds, "warmup": self.warmup,
                 "max_seconds": self.max_seconds, "modes": list(self.modes), "threads": self.threads,
-                "max_cv": self.max_cv, "min_iterations": self.min_iterations}
+                "max_cv": self.max_cv, "min_iterations": self.min_iterations, "min_rounds": self.min_rounds,
+                "round_seconds": self.round_seconds}
 
 
 def usable_cores():
@@ -263,7 +266,8 @@ def measure_cell(runner, batch, options, device):
         if "throughput" in options.modes:
             stats, per_round = measure_throughput(
                 fn, timer, warmup_seconds=0.0 if "latency" in options.modes else options.warmup,
-                min_seconds=options.seconds, max_seconds=options.max_seconds, max_cv=options.max_cv)
+                min_seconds=options.seconds, max_seconds=options.max_seconds, max_cv=options.max_cv,
+                min_rounds=options.min_rounds, round_seconds=options.round_seconds)
             cell[prefix + "throughput_ms_per_batch"] = stats.to_dict(1000.0)
             cell[prefix + "throughput_calls_per_round"] = per_round
             cell[prefix + "fps"] = n / stats.median

@@ -148,10 +148,10 @@ class CudaEventTimer(object):
 
 
 def _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds):
-    max_seconds = max(max_seconds or 0.0, min_seconds)
+    max_seconds = float("inf") if max_seconds is None else max(max_seconds, min_seconds)
 
     def done(count, elapsed):
-        if count >= max_iterations or elapsed >= max_seconds:
+        if count >= 1 and (count >= max_iterations or elapsed >= max_seconds):
             return True
         return count >= min_iterations and elapsed >= min_seconds
     return done

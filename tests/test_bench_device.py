@@ -1,0 +1,99 @@
+"""Device-record parsers on recorded Jetson outputs (tests/fixtures/jetson) and desktop nvidia-smi text."""
+
+import os
+
+import pytest
+
+from trtkit.bench import device
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "jetson")
+
+
+def fixture_run(folder):
+    """Command outputs recorded in a fixture folder; a missing file is a command that is not there."""
+    names = {"nvpmodel": "nvpmodel-q.txt", "jetson_clocks": "jetson_clocks-show.txt"}
+
+    def run(args):
+        path = os.path.join(FIXTURES, folder, names[args[0]])
+        if not os.path.isfile(path):
+            return None
+        with open(path) as handle:
+            return handle.read()
+    return run
+
+
+def record(folder):
+    return device.jetson_record(os.path.join(FIXTURES, folder), run=fixture_run(folder))
+
+
+@pytest.mark.parametrize("folder,module,l4t,mode,mode_id,clocks,cc", [
+    ("nano-r32.7-maxn", "NVIDIA Jetson Nano Developer Kit", "32.7.1", "MAXN", 0, True, "5.3"),
+    ("nano-r32.7-5w", "NVIDIA Jetson Nano Developer Kit", "32.7.1", "5W", 1, False, "5.3"),
+    ("xavier-agx-r35.3-30w", "Jetson-AGX", "35.3.1", "MODE_30W_ALL", 3, False, "7.2"),
+    ("orin-agx-r36.3-maxn", "NVIDIA Jetson AGX Orin Developer Kit", "36.3.0", "MAXN", 0, True, "8.7"),
+    ("orin-nano-r36.3-15w-sysfs", "NVIDIA Jetson Orin Nano Developer Kit", "36.3.0", "15W", 0, False, "8.7"),
+])
+def test_jetson_record_from_fixtures(folder, module, l4t, mode, mode_id, clocks, cc):
+    rec = record(folder)
+    assert rec["module"] == module
+    assert rec["l4t"]["l4t"] == l4t
+    assert rec["power_mode"] == {"name": mode, "id": mode_id}
+    assert rec["jetson_clocks"]["on"] is clocks
+    assert rec["compute_capability"] == cc
+
+
+def test_nano_details():
+    maxn, low = record("nano-r32.7-maxn"), record("nano-r32.7-5w")
+    assert maxn["l4t"]["board"] == "t210ref" and maxn["l4t"]["major"] == 32
+    assert maxn["soc"] == "tegra210" and maxn["gpu_arch"] == "Maxwell"
+    assert maxn["jetson_clocks"]["cpus_online"] == 4 and maxn["jetson_clocks"]["emc_override"]
+    # 5W: two cores offline, governors scaling, EMC not overridden
+    assert low["jetson_clocks"]["cpus_online"] == 2
+    assert not low["jetson_clocks"]["cpu_locked"] and not low["jetson_clocks"]["gpu_locked"]
+    assert low["jetson_clocks"]["power_mode"] == "5W"
+
+
+def test_orin_release_and_sysfs_fallback():
+    rec = record("orin-nano-r36.3-15w-sysfs")
+    assert rec["l4t"]["kernel_variant"] == "oot" and rec["l4t"]["board"] == "generic"
+    assert rec["jetson_clocks"]["source"].startswith("cpufreq sysfs")
+    assert rec["jetson_clocks"]["cpus_online"] == 6
+
+
+def test_xavier_model_string_needs_compatible():
+    rec = record("xavier-agx-r35.3-30w")
+    assert rec["family"] == "Jetson Xavier" and rec["soc"] == "tegra194"
+    slug = device.device_slug({"jetson": rec})
+    assert slug == "jetson-agx-mode-30w-all"
+    assert device.device_slug({"jetson": record("nano-r32.7-5w")}) == "jetson-nano-5w"
+
+
+def test_not_a_jetson(tmp_path):
+    assert device.jetson_record(str(tmp_path), run=lambda args: None) is None
+
+
+def test_parsers_reject_garbage():
+    assert device.parse_tegra_release("hello") is None
+    assert device.parse_nvpmodel("NVPM ERROR: cannot open config") is None
+    assert device.parse_jetson_clocks("Permission denied") is None
+    assert device.parse_device_tree_string(b"NVIDIA Jetson Nano Developer Kit\x00") == [
+        "NVIDIA Jetson Nano Developer Kit"]
+
+
+def test_desktop_nvidia_smi():
+    gpus = device.parse_nvidia_smi_csv("NVIDIA GeForce RTX 3090, 550.54.14, 24576 MiB, 8.6\n"
+                                       "Tesla T4, 535.104.05, 15360 MiB, [N/A]\n")
+    assert gpus[0] == {"name": "NVIDIA GeForce RTX 3090", "driver": "550.54.14", "memory": "24576 MiB",
+                       "compute_capability": "8.6"}
+    assert "compute_capability" not in gpus[1]
+    banner = "| NVIDIA-SMI 550.54.14    Driver Version: 550.54.14    CUDA Version: 12.4     |"
+    assert device.parse_cuda_version_banner(banner) == "12.4"
+    slug = device.device_slug({"gpus": gpus, "cpu": {}})
+    assert slug == "geforce-rtx-3090"
+
+
+def test_this_machine_record_is_complete():
+    rec = device.device_record(import_torch=False)
+    assert rec["cpu"]["usable_cores"] >= 1 and rec["cpu"]["model"]
+    assert rec["software"]["numpy"] and rec["slug"]
+    assert "CPU" in device.describe(rec)

@@ -1,0 +1,167 @@
+"""The benchmark matrix on the sample build, skipped/OOM/fixed-batch/noisy runners, reports and the CLI."""
+
+import copy
+import csv
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+from conftest import run_script
+from trtkit.backends.base import Runner, TensorSpec
+from trtkit.bench.matrix import BenchOptions, Variant, load_bench_images, plan_from_manifest, run_matrix
+from trtkit.bench.report import write_reports
+from trtkit.errors import DeviceUnavailable
+
+FAST = dict(seconds=0.02, warmup=0.0, min_iterations=2, agree_images=8, min_rounds=2, round_seconds=0.02)
+
+
+class FakeRunner(Runner):
+    """A runner with no model: returns zeros; subclasses misbehave in one documented way."""
+
+    backend = "fake"
+
+    def __init__(self, batch_dim="batch"):
+        super(FakeRunner, self).__init__("fake")
+        self.batch_dim = batch_dim
+
+    def _activate(self):
+        pass
+
+    def inputs(self):
+        return [TensorSpec("x", (self.batch_dim, 3, 8, 8), "float32")]
+
+    def outputs(self):
+        return [TensorSpec("y", ("batch", 10), "float32")]
+
+    def _infer(self, batch):
+        return {"y": np.zeros((batch.shape[0], 10), dtype=np.float32)}
+
+
+class NoGpuRunner(FakeRunner):
+    def _activate(self):
+        raise DeviceUnavailable("TensorRT engines need an NVIDIA GPU; none is visible")
+
+
+class SmallMemoryRunner(FakeRunner):
+    def _infer(self, batch):
+        if batch.shape[0] > 4:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return FakeRunner._infer(self, batch)
+
+
+class NoisyRunner(FakeRunner):
+    calls = 0
+
+    def _infer(self, batch):
+        NoisyRunner.calls += 1
+        if NoisyRunner.calls % 2:
+            time.sleep(0.004)
+        return FakeRunner._infer(self, batch)
+
+
+def fake_variant(label, runner_factory):
+    return Variant("fake", "fake", "fp32", runner_factory, label)
+
+
+@pytest.fixture(scope="module")
+def sample_result(sample_build, tmp_path_factory):
+    from trtkit.manifest import load_manifest
+    out, _ = sample_build
+    manifest = load_manifest(out)
+    options = BenchOptions(batch_sizes=(1, 2), **FAST)
+    variants = plan_from_manifest(manifest, options, torch_modes=["fp32", "channels_last", "half"])
+    images, source = load_bench_images(manifest, count=8)
+    assert source == "sample" and images.shape == (8, 3, 64, 64)
+    result = run_matrix(variants, images, options)
+    paths = write_reports(result, str(tmp_path_factory.mktemp("bench")), title="sample")
+    return result, paths
+
+
+def rows_of(result, variant):
+    return [r for r in result["results"] if r["variant"] == variant]
+
+
+def test_matrix_rows_and_speedups(sample_result):
+    result, _ = sample_result
+    eager = rows_of(result, "FP32 PyTorch (eager)")
+    assert [r["batch"] for r in eager] == [1, 2]
+    assert all(r["status"] == "ok" and r["speedup"] == pytest.approx(1.0) and r["agreement"] == 1.0 for r in eager)
+    for label in ("FP32 ONNX Runtime", "FP16 ONNX Runtime", "FP32 PyTorch (channels_last)"):
+        rows = rows_of(result, label)
+        assert [r["status"] for r in rows] == ["ok", "ok"], rows
+        for r in rows:
+            assert r["fps"] > 0 and r["speedup"] > 0 and r["agreement"] >= 0.9
+            assert r["latency_ms"]["p99"] >= r["latency_ms"]["median"] >= r["latency_ms"]["min"] > 0
+            assert r["threads"] == result["options"]["threads"]
+    half = rows_of(result, "FP16 PyTorch (.half())")
+    assert half[0]["status"] == "skipped" and "GPU" in half[0]["reason"]
+    assert result["device"]["cpu"]["usable_cores"] >= 1
+
+
+def test_reports_written(sample_result):
+    result, paths = sample_result
+    assert sorted(paths) == ["csv", "json", "markdown", "png"]
+    with open(paths["markdown"]) as handle:
+        text = handle.read()
+    assert "| resnet18 | FP32 PyTorch (eager) | 1 |" in text and "1.0x" in text
+    assert "Device: CPU" in text and "skipped" in text
+    with open(paths["csv"]) as handle:
+        table = list(csv.DictReader(handle))
+    assert len(table) == len(result["results"])
+    ok = [r for r in table if r["status"] == "ok"]
+    assert ok and all(float(r["latency_ms.p99"]) > 0 and float(r["fps"]) > 0 for r in ok)
+    with open(paths["json"]) as handle:
+        saved = json.load(handle)
+    assert saved["device"]["slug"] and len(saved["results"]) == len(result["results"])
+    with open(paths["png"], "rb") as handle:
+        assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_skip_oom_fixed_batch_and_noise(tmp_path):
+    options = BenchOptions(sweep=True, max_batch=16, **FAST)
+    variants = [fake_variant("no gpu", NoGpuRunner),
+                fake_variant("small memory", SmallMemoryRunner),
+                fake_variant("fixed batch", lambda: FakeRunner(batch_dim=2)),
+                fake_variant("noisy", NoisyRunner)]
+    images = np.zeros((4, 3, 8, 8), dtype=np.float32)
+    result = run_matrix(variants, images, options, device={"cpu": {}, "software": {}, "slug": "test"})
+    skipped = rows_of(result, "no gpu")
+    assert len(skipped) == 1 and skipped[0]["status"] == "skipped" and "GPU" in skipped[0]["reason"]
+    small = rows_of(result, "small memory")
+    assert [(r["batch"], r["status"]) for r in small] == [(1, "ok"), (2, "ok"), (4, "ok"), (8, "oom")]
+    assert all(r["largest_batch"] == 4 for r in small)
+    fixed = rows_of(result, "fixed batch")
+    assert [r["status"] for r in fixed] == ["skipped", "ok", "skipped", "skipped", "skipped"]
+    noisy = [r for r in rows_of(result, "noisy") if r["status"] == "ok"]
+    assert noisy and all(r["warnings"] for r in noisy)
+    paths = write_reports(result, str(tmp_path), png=False)
+    with open(paths["markdown"]) as handle:
+        text = handle.read()
+    assert "(!)" in text and "out of memory at batch 8 (largest that fit: 4)" in text
+    assert "no gpu: skipped, TensorRT engines need an NVIDIA GPU" in text
+
+
+def test_half_keeps_batchnorm_fp32(sample):
+    import torch
+    from trtkit.backends.torch import _keep_batchnorm_fp32
+    model = _keep_batchnorm_fp32(torch, copy.deepcopy(sample[0]).half())
+    assert model.conv1.weight.dtype == torch.float16
+    assert model.bn1.weight.dtype == torch.float32 and model.bn1.running_mean.dtype == torch.float32
+
+
+def test_cli_writes_reports_and_says_where(sample_build, tmp_path):
+    out, _ = sample_build
+    reports = str(tmp_path / "r")
+    proc = run_script("benchmark.py", ["--manifest", out, "--backends", "onnxruntime", "--precisions", "fp32",
+                                       "--batch-sizes", "1", "--seconds", "0.05", "--warmup", "0",
+                                       "--min-iterations", "2", "--out", reports])
+    assert proc.returncode == 0, proc.stderr
+    assert "| resnet18 | FP32 ONNX Runtime | 1 |" in proc.stdout
+    assert "reports: " + os.path.join(reports, "bench.md") in proc.stderr
+    assert sorted(os.listdir(reports)) == ["bench.csv", "bench.json", "bench.md", "bench.png"]
+    missing = run_script("benchmark.py", ["--manifest", str(tmp_path / "nothing")])
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no build manifest")
+    assert "Traceback" not in missing.stderr
