@@ -13,6 +13,11 @@ A runner that cannot run here (``DeviceUnavailable``, a missing backend or
 dependency) is a *skipped* row with its reason, never a crash. A batch that
 runs out of memory ends that variant's sweep; the largest batch that fit is
 recorded.
+
+Runners may offer optional hooks, used when present (TorchRunner has them all):
+``device`` ("cpu"/"cuda"), ``synchronize()`` (wait for queued device work),
+``stage(batch)`` + ``run_staged(staged)`` (inputs already on the device: timed
+without copies), ``reset_peak_memory()`` + ``peak_memory_bytes()``.
 """
 
 import os
@@ -23,7 +28,7 @@ import numpy as np
 from trtkit import log
 from trtkit.bench.timing import (DEFAULT_MAX_CV, CudaEventTimer, HostTimer, make_batch, measure_latency,
                                  measure_throughput)
-from trtkit.errors import DeviceUnavailable, InputError, MissingDependency, TrtkitError
+from trtkit.errors import DeviceUnavailable, InputError, TrtkitError
 
 TORCH_BASELINE = ("torch", "fp32")  # (backend, mode) every speed-up is divided by
 BACKEND_LABELS = {"onnxruntime": "ONNX Runtime", "tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX",
@@ -302,9 +307,7 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
     try:
         runner = variant.make_runner()
         runner.activate()
-    except (DeviceUnavailable, MissingDependency) as exc:
-        return skipped(str(exc))
-    except InputError as exc:  # e.g. a backend that is not part of this trtkit yet
+    except TrtkitError as exc:  # no GPU, a missing dependency or backend, an engine for another GPU
         return skipped(str(exc))
     rows = []
     try:

@@ -44,7 +44,9 @@ def markdown_table(result):
                 notes.append("- {} {}{}: skipped, {}".format(row["model"], row["variant"], where, row.get("reason")))
             continue
         lat = row.get("latency_ms") or {}
-        cv = (row.get("throughput_ms_per_batch") or lat).get("cv")
+        cvs = [(row.get(g) or {}).get("cv") for g in ("latency_ms", "throughput_ms_per_batch")]
+        cvs = [c for c in cvs if c is not None]
+        cv = max(cvs) if cvs else None
         flag = " (!)" if row.get("warnings") else ""
         lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |".format(
             row["model"], row["variant"], row["batch"], _fmt(row.get("fps"), "{:.0f}"), _speedup(row.get("speedup")),
@@ -70,8 +72,8 @@ def markdown_report(result, title=None):
     method = ("FPS from throughput mode (batches back to back, one sync per round); latency from latency mode "
               "(sync after every call); median of each. Warm-up {warmup:g} s, at least {seconds:g} s and "
               "{min_iterations} calls per figure (at most {max_seconds:g} s); {threads} CPU threads; "
-              "speed-up over PyTorch FP32 eager at the same batch; CV = coefficient of variation, "
-              "(!) above {max_cv:.0%}.").format(**dict({"warmup": 0, "seconds": 0, "min_iterations": 0,
+              "speed-up over PyTorch FP32 eager at the same batch; CV = the larger coefficient of variation of "
+              "the two modes, (!) above {max_cv:.0%}.").format(**dict({"warmup": 0, "seconds": 0, "min_iterations": 0,
                                                           "max_seconds": 0, "threads": "?", "max_cv": 0.1}, **opts))
     lines = ["# {}".format(title or "trtkit benchmark"), "",
              "Device: {}".format(describe(result["device"])), "",
@@ -149,10 +151,11 @@ def plot_png(result, path, title=None):
     subtitle = device.get("slug", "")
     ax.set_title("{}\n{}".format(title or "trtkit benchmark", subtitle), fontsize=11)
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=min(len(batches), 8), fontsize=8,
+              frameon=False)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+        fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Do two runs of the same benchmark agree? Runs the matrix twice and prints the spread of each figure.
+
+The target is under 10 % between runs on the median (FPS and latency p50) on
+a quiet machine. Prints one line per variant and batch, then the worst spread.
+
+    python benchmarks/repeatability.py [--manifest build/engines] [--runs 2] [--seconds 2]
+        [--backends onnxruntime] [--batch-sizes 8]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from trtkit.bench.device import describe, device_record  # noqa: E402
+from trtkit.bench.matrix import BenchOptions, load_bench_images, plan_from_manifest, run_matrix  # noqa: E402
+from trtkit.manifest import load_manifest  # noqa: E402
+
+TARGET = 0.10
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", default=os.path.join("build", "engines"))
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--batch-sizes", default="1,8")
+    parser.add_argument("--backends", default="onnxruntime,torch")
+    parser.add_argument("--torch-modes", default="fp32")
+    args = parser.parse_args()
+    manifest = load_manifest(args.manifest)
+    options = BenchOptions(batch_sizes=[int(b) for b in args.batch_sizes.split(",")], seconds=args.seconds,
+                           warmup=0.5, min_iterations=20, agree_images=0)
+    images, _ = load_bench_images(manifest, count=64)
+    device = device_record()
+    print("device: " + describe(device))
+    runs = []
+    for _ in range(args.runs):
+        variants = plan_from_manifest(manifest, options, backends=args.backends.split(","),
+                                      torch_modes=args.torch_modes.split(","))
+        result = run_matrix(variants, images, options, device=device, progress_label="run {}".format(len(runs) + 1))
+        runs.append(dict(((r["variant"], r["batch"]), r) for r in result["results"] if r["status"] == "ok"))
+    worst = 0.0
+    print("{:32s} {:>5s}  {:>28s}  {:>8s}  {:>28s}  {:>8s}".format(
+        "variant", "batch", "FPS per run", "spread", "latency p50 ms per run", "spread"))
+    for key in sorted(runs[0]):
+        if not all(key in run for run in runs):
+            continue
+        fps = [run[key]["fps"] for run in runs]
+        p50 = [run[key]["latency_ms"]["median"] for run in runs]
+        spreads = [(max(v) - min(v)) / (sum(v) / len(v)) for v in (fps, p50)]
+        worst = max(worst, max(spreads))
+        print("{:32s} {:5d}  {:>28s}  {:7.1%}  {:>28s}  {:7.1%}".format(
+            key[0], key[1], " ".join("{:.1f}".format(v) for v in fps), spreads[0],
+            " ".join("{:.2f}".format(v) for v in p50), spreads[1]))
+    print("worst spread between runs: {:.1%} (target < {:.0%}): {}".format(
+        worst, TARGET, "OK" if worst < TARGET else "ABOVE TARGET (is the machine busy?)"))
+    return 0 if worst < TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
