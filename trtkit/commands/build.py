@@ -30,6 +30,8 @@ def add_arguments(parser):
     src.add_argument("--checkpoint", metavar="FILE", help="PyTorch checkpoint (state_dict, {'state_dict':...}, "
                      "{'model':...}, DataParallel); default: the built-in sample model")
     src.add_argument("--onnx", metavar="FILE", help="build from this ONNX classifier instead of a PyTorch model")
+    src.add_argument("--num-classes", type=int, metavar="N",
+                     help="expected number of classes; a checkpoint for another count is refused")
     src.add_argument("--input-size", type=int, metavar="PX", help="input height/width (default: the model's)")
     src.add_argument("--exporter", default="auto", choices=["auto", "dynamo", "torchscript"],
                      help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
@@ -57,6 +59,7 @@ def add_arguments(parser):
 def options_from_args(args):
     from trtkit.build import BuildOptions
     return BuildOptions(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, precisions=args.precision,
+                        num_classes=args.num_classes,
                         backend=args.backend, input_size=args.input_size, out=args.out, data=args.data,
                         verify_images=args.verify_images, batch_size=args.batch_size, exporter=args.exporter,
                         tolerance=args.tolerance, strict=args.strict, throughput_seconds=args.bench_seconds,
@@ -65,7 +68,7 @@ def options_from_args(args):
 
 def _extra_options(args):
     """Options added by later steps' argument groups (calibration, TensorRT), passed by name."""
-    known = {"model", "checkpoint", "onnx", "input_size", "exporter", "precision", "backend", "out", "data",
+    known = {"model", "checkpoint", "num_classes", "onnx", "input_size", "exporter", "precision", "backend", "out", "data",
              "verify_images", "batch_size", "tolerance", "strict", "bench_seconds", "json", "verbose", "quiet",
              "_run", "command"}
     return dict((k, v) for k, v in vars(args).items() if k not in known)
