@@ -21,45 +21,60 @@ _TO_10 = ("8.2", "8.5", "10")
 _FROM_85 = ("8.5", "10", "11", "rtx")
 _STRONG = ("10", "11", "rtx")
 
-# attribute name -> API styles that have it (module, Builder, IBuilderConfig, engine, context, ...)
+# attribute name -> (where it lives, API styles that have it). "module" is the tensorrt module itself.
 API_TABLE = {
-    # module level
-    "__version__": ALL, "Logger": ALL, "Builder": ALL, "Runtime": ALL, "OnnxParser": ALL,
-    "WARNING": ALL, "ERROR": ALL, "INFO": ALL,
-    "BuilderFlag": ALL, "FP16": _TO_10, "INT8": _TO_10, "GPU_FALLBACK": ALL,
-    "NetworkDefinitionCreationFlag": ALL, "EXPLICIT_BATCH": _TO_10, "STRONGLY_TYPED": _STRONG,
-    "MemoryPoolType": _FROM_85, "WORKSPACE": _FROM_85,
-    "IInt8EntropyCalibrator2": _TO_10,
-    "DeviceType": ALL, "DLA": ALL,
-    "ComputeCapability": ("rtx",),
-    "DataType": ALL, "nptype": ALL,
-    "TensorIOMode": _FROM_85, "INPUT": _FROM_85,
+    "__version__": ("module", ALL), "Logger": ("module", ALL), "Builder": ("module", ALL),
+    "Runtime": ("module", ALL), "OnnxParser": ("module", ALL), "BuilderFlag": ("module", ALL),
+    "NetworkDefinitionCreationFlag": ("module", ALL), "MemoryPoolType": ("module", _FROM_85),
+    "IInt8EntropyCalibrator2": ("module", _TO_10), "DeviceType": ("module", ALL),
+    "ComputeCapability": ("module", ("rtx",)), "DataType": ("module", ALL), "nptype": ("module", ALL),
+    "TensorIOMode": ("module", _FROM_85),
+    "WARNING": ("Logger", ALL),
+    "FP16": ("BuilderFlag", _TO_10), "INT8": ("BuilderFlag", _TO_10), "GPU_FALLBACK": ("BuilderFlag", ALL),
+    "EXPLICIT_BATCH": ("NetworkDefinitionCreationFlag", _TO_10),
+    "STRONGLY_TYPED": ("NetworkDefinitionCreationFlag", _STRONG),
+    "WORKSPACE": ("MemoryPoolType", _FROM_85), "DLA": ("DeviceType", ALL), "INPUT": ("TensorIOMode", _FROM_85),
     # Builder
-    "create_network": ALL, "create_builder_config": ALL, "create_optimization_profile": ALL,
-    "build_serialized_network": ALL, "num_DLA_cores": ALL,
-    "platform_has_fast_fp16": _TO_10, "platform_has_fast_int8": _TO_10,
+    "create_network": ("Builder", ALL), "create_builder_config": ("Builder", ALL),
+    "create_optimization_profile": ("Builder", ALL), "build_serialized_network": ("Builder", ALL),
+    "num_DLA_cores": ("Builder", ALL),
+    "platform_has_fast_fp16": ("Builder", _TO_10), "platform_has_fast_int8": ("Builder", _TO_10),
     # IBuilderConfig
-    "max_workspace_size": _V8, "set_memory_pool_limit": _FROM_85, "set_flag": ALL,
-    "add_optimization_profile": ALL, "create_timing_cache": ALL, "set_timing_cache": ALL,
-    "get_timing_cache": ALL, "int8_calibrator": _TO_10, "default_device_type": ALL, "DLA_core": ALL,
-    "num_compute_capabilities": ("rtx",), "set_compute_capability": ("rtx",),
-    # ITimingCache / IHostMemory / ICudaEngine
-    "serialize": ALL,
+    "max_workspace_size": ("IBuilderConfig", _V8), "set_memory_pool_limit": ("IBuilderConfig", _FROM_85),
+    "set_flag": ("IBuilderConfig", ALL), "add_optimization_profile": ("IBuilderConfig", ALL),
+    "create_timing_cache": ("IBuilderConfig", ALL), "set_timing_cache": ("IBuilderConfig", ALL),
+    "get_timing_cache": ("IBuilderConfig", ALL), "int8_calibrator": ("IBuilderConfig", _TO_10),
+    "default_device_type": ("IBuilderConfig", ALL), "DLA_core": ("IBuilderConfig", ALL),
+    "num_compute_capabilities": ("IBuilderConfig", ("rtx",)), "set_compute_capability": ("IBuilderConfig", ("rtx",)),
+    # ITimingCache (also IHostMemory, ICudaEngine)
+    "serialize": ("ITimingCache", ALL),
     # INetworkDefinition, ITensor, IOptimizationProfile, OnnxParser
-    "num_inputs": ALL, "num_outputs": ALL, "get_input": ALL, "get_output": ALL,
-    "name": ALL, "shape": ALL, "dtype": ALL, "set_shape": ALL,
-    "parse": ALL, "num_errors": ALL, "get_error": ALL,
-    # Runtime / ICudaEngine
-    "deserialize_cuda_engine": ALL, "create_execution_context": ALL,
-    "num_io_tensors": _FROM_85, "get_tensor_name": _FROM_85, "get_tensor_mode": _FROM_85,
-    "get_tensor_shape": _FROM_85, "get_tensor_dtype": _FROM_85, "get_tensor_profile_shape": _FROM_85,
-    "num_bindings": _V8, "get_binding_name": _V8, "binding_is_input": _V8, "get_binding_shape": _V8,
-    "get_binding_dtype": _V8, "get_profile_shape": _V8,
-    # IExecutionContext
-    "set_input_shape": _FROM_85, "set_tensor_address": _FROM_85, "execute_async_v3": _FROM_85,
-    "set_binding_shape": _V8, "execute_async_v2": _V8,
-    # (IExecutionContext.get_tensor_shape / get_binding_shape: the same names as on the engine, above)
+    "num_inputs": ("INetworkDefinition", ALL), "num_outputs": ("INetworkDefinition", ALL),
+    "get_input": ("INetworkDefinition", ALL), "get_output": ("INetworkDefinition", ALL),
+    "name": ("ITensor", ALL), "shape": ("ITensor", ALL), "dtype": ("ITensor", ALL),
+    "set_shape": ("IOptimizationProfile", ALL),
+    "parse": ("OnnxParser", ALL), "num_errors": ("OnnxParser", ALL), "get_error": ("OnnxParser", ALL),
+    # Runtime, ICudaEngine
+    "deserialize_cuda_engine": ("Runtime", ALL), "create_execution_context": ("ICudaEngine", ALL),
+    "num_io_tensors": ("ICudaEngine", _FROM_85), "get_tensor_name": ("ICudaEngine", _FROM_85),
+    "get_tensor_mode": ("ICudaEngine", _FROM_85), "get_tensor_dtype": ("ICudaEngine", _FROM_85),
+    "get_tensor_profile_shape": ("ICudaEngine", _FROM_85),
+    "num_bindings": ("ICudaEngine", _V8), "get_binding_name": ("ICudaEngine", _V8),
+    "binding_is_input": ("ICudaEngine", _V8), "get_binding_dtype": ("ICudaEngine", _V8),
+    "get_profile_shape": ("ICudaEngine", _V8),
+    # IExecutionContext (get_tensor_shape / get_binding_shape exist on the engine too, same styles)
+    "get_tensor_shape": ("IExecutionContext", _FROM_85), "get_binding_shape": ("IExecutionContext", _V8),
+    "set_input_shape": ("IExecutionContext", _FROM_85), "set_tensor_address": ("IExecutionContext", _FROM_85),
+    "execute_async_v3": ("IExecutionContext", _FROM_85),
+    "set_binding_shape": ("IExecutionContext", _V8), "execute_async_v2": ("IExecutionContext", _V8),
 }
+
+
+def styles_having(name):
+    """The API styles that have attribute ``name`` (empty when the table does not know it)."""
+    entry = API_TABLE.get(name)
+    return set(entry[1]) if entry else set()
+
 
 FLAVOURS = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx"}
 

@@ -33,7 +33,11 @@ def calibration_images(options):
 
 def make_calibrator(trt, options, network):
     """An ``IInt8EntropyCalibrator2`` over the calibration images and/or the cache file."""
+    from trtkit.backends.tensorrt import api
     from trtkit.backends.tensorrt.buffers import open_device
+    if not api.has(trt, "IInt8EntropyCalibrator2"):
+        raise InputError("TensorRT {} has no INT8 calibrators".format(trt.__version__),
+                         hint="use the Q/DQ INT8 path (the default)")
     cache_path = options.get("calib_cache")
     have_cache = bool(cache_path) and os.path.isfile(cache_path)
     images = None if have_cache else calibration_images(options)
