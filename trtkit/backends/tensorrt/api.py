@@ -44,6 +44,7 @@ API_TABLE = {
     "set_flag": ("IBuilderConfig", ALL), "add_optimization_profile": ("IBuilderConfig", ALL),
     "create_timing_cache": ("IBuilderConfig", ALL), "set_timing_cache": ("IBuilderConfig", ALL),
     "get_timing_cache": ("IBuilderConfig", ALL), "int8_calibrator": ("IBuilderConfig", _TO_10),
+    "set_calibration_profile": ("IBuilderConfig", _TO_10),
     "default_device_type": ("IBuilderConfig", ALL), "DLA_core": ("IBuilderConfig", ALL),
     "num_compute_capabilities": ("IBuilderConfig", ("rtx",)), "set_compute_capability": ("IBuilderConfig", ("rtx",)),
     # ITimingCache (also IHostMemory, ICudaEngine)
@@ -157,10 +158,13 @@ def supports_calibrator(trt):
     return has(trt, "IInt8EntropyCalibrator2")
 
 
-def set_calibrator(config, calibrator):
+def set_calibrator(config, calibrator, profile=None):
+    """Implicit INT8 (TensorRT <= 10); with a dynamic batch the calibration runs at the profile's OPT shape."""
     if not has(config, "int8_calibrator"):
         raise InputError("this TensorRT has no INT8 calibrators", hint="use the Q/DQ INT8 path (the default)")
     config.int8_calibrator = calibrator
+    if profile is not None and has(config, "set_calibration_profile"):
+        config.set_calibration_profile(profile)
 
 
 def set_compute_capabilities(trt, config, targets):

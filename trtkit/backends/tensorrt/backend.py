@@ -53,6 +53,13 @@ class TensorRTRTXBackend(TensorRTBackend):
         gpu = gpu_probe.probe()
         return gpu is not None and gpu_probe.cc_tuple(gpu["compute_capability"]) >= RTX_MIN_CC
 
+    @property
+    def auto_skip_reason(self):
+        gpu = gpu_probe.probe()
+        where = "no NVIDIA GPU here" if gpu is None else "{} (SM {}) is older than Turing".format(
+            gpu["name"], gpu["compute_capability"])
+        return "{}: engines could be built but not run (--backend tensorrt-rtx builds them anyway)".format(where)
+
     def availability(self):
         trt = api.try_load(self.flavour)
         if trt is None:

@@ -114,7 +114,7 @@ def _add_profile(trt, builder, config, network, options):
     """A profile for the dynamic dims of each input (batch from --batch, others from the model's input size)."""
     inputs, _ = api.network_io(network)
     if not any(d < 0 for _, shape, _ in inputs for d in shape):
-        return None
+        return None, None
     low, opt, high = parse_batch(options.get("batch") or default_batch(options))
     ctx = options.get("context")
     size = ctx.contract.size if ctx is not None and ctx.contract is not None else None
@@ -131,7 +131,7 @@ def _add_profile(trt, builder, config, network, options):
         profile.set_shape(name, shapes[0], shapes[1], shapes[2])
         record[name] = [list(s) for s in shapes]
     config.add_optimization_profile(profile)
-    return record
+    return record, profile
 
 
 def _timing_cache(config, path):
@@ -167,7 +167,7 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
     flags = [] if strongly_typed else api.set_precision_flags(trt, config, built_precision)
     if options.get("workspace"):
         api.set_workspace(trt, config, int(float(options["workspace"]) * (1 << 20)))
-    profile = _add_profile(trt, builder, config, network, options)
+    profile_shapes, trt_profile = _add_profile(trt, builder, config, network, options)
     targets = None
     if options.get("compute_capability"):
         targets = parse_compute_capabilities(options["compute_capability"])
@@ -177,8 +177,10 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
     calibrator = None
     if int8_path == "implicit":
         from trtkit.backends.tensorrt.calibrator import make_calibrator
-        calibrator = make_calibrator(trt, options, network)
-        api.set_calibrator(config, calibrator)
+        first = list(profile_shapes.values())[0] if profile_shapes else None
+        batch = first[1][0] if first else max(1, network.get_input(0).shape[0])
+        calibrator = make_calibrator(trt, options, network, batch)
+        api.set_calibrator(config, calibrator, trt_profile)
     cache_path, cache_reused = None, False
     if flavour != "tensorrt-rtx":  # TensorRT-RTX: timing cache operations are no-ops (deprecated in 1.2)
         cache_path = timing_cache_path(options, flavour, version, gpu)
@@ -199,12 +201,12 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
              "workspace_mib": options.get("workspace"), "via": "onnx"}
     if note:
         extra["note"] = note
-    record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile, sha256_file(source),
-                          seconds, extra)
+    record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile_shapes,
+                          sha256_file(source), seconds, extra)
     sidecar = write_sidecar(out_path, record)
-    del parser, calibrator
+    del parser, calibrator, trt_profile
     return {"flavour": flavour, "tensorrt_version": record["tensorrt_version"], "sidecar": os.path.basename(sidecar),
             "gpu": gpu, "precision_built": built_precision, "strongly_typed": strongly_typed, "builder_flags": flags,
-            "int8_path": int8_path, "profile": profile, "compute_capabilities": targets,
+            "int8_path": int8_path, "profile": profile_shapes, "compute_capabilities": targets,
             "timing_cache": {"path": cache_path, "reused": cache_reused} if cache_path else None,
             "note": note}

@@ -31,8 +31,11 @@ def calibration_images(options):
     return load_images(ctx.options.data, ctx.contract, split="train", limit=limit).images
 
 
-def make_calibrator(trt, options, network):
-    """An ``IInt8EntropyCalibrator2`` over the calibration images and/or the cache file."""
+def make_calibrator(trt, options, network, batch):
+    """An ``IInt8EntropyCalibrator2`` over the calibration images and/or the cache file.
+
+    ``batch`` is the batch TensorRT calibrates with (the profile's OPT batch for a dynamic batch).
+    """
     from trtkit.backends.tensorrt import api
     from trtkit.backends.tensorrt.buffers import open_device
     if not api.has(trt, "IInt8EntropyCalibrator2"):
@@ -41,7 +44,9 @@ def make_calibrator(trt, options, network):
     cache_path = options.get("calib_cache")
     have_cache = bool(cache_path) and os.path.isfile(cache_path)
     images = None if have_cache else calibration_images(options)
-    batch = 8
+    if images is not None and len(images) < batch:
+        raise InputError("{} calibration images are fewer than the calibration batch {}".format(len(images), batch),
+                         hint="use more calibration images or a smaller --batch OPT")
     input_name = network.get_input(0).name
 
     class EntropyCalibrator(trt.IInt8EntropyCalibrator2):

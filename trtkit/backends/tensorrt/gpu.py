@@ -53,8 +53,8 @@ def _probe():
         lib.cuDeviceGetAttribute(ctypes.byref(minor), _ATTR_CC_MINOR, device)
     except (AttributeError, OSError):
         return None
-    return {"name": name.value.decode("utf-8", "replace"), "compute_capability": "{}.{}".format(major.value, minor.value),
-            "count": count.value}
+    return {"name": name.value.decode("utf-8", "replace"),
+            "compute_capability": "{}.{}".format(major.value, minor.value), "count": count.value}
 
 
 def cc_tuple(text):

@@ -50,9 +50,9 @@ def build_with_torch2trt(flavour, precision, out_path, options):
     write_bytes(out_path, engine.serialize())
     seconds = time.time() - start
     io = api.engine_io(trt, engine)
-    profile = {name: [list(s) for s in api.profile_shape(engine, name, i) or ()]
+    shapes = {name: [list(s) for s in api.profile_shape(engine, name, i) or ()]
                for i, (name, is_input, shape, _) in enumerate(io) if is_input and shape[0] < 0}
-    record = make_sidecar(out_path, flavour, api.version_tuple(trt), gpu, precision, io, profile or None,
+    record = make_sidecar(out_path, flavour, api.version_tuple(trt), gpu, precision, io, shapes or None,
                           None, seconds, {"precision_requested": precision, "via": "torch2trt"})
     sidecar = write_sidecar(out_path, record)
     log.info("torch2trt: {} engine in {:.1f}s".format(precision, seconds))
