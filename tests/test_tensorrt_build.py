@@ -196,3 +196,20 @@ def test_rtx_engine_runs_and_agrees_on_a_gpu(rtx_build, sample_build):
         assert logits.shape == (5, 10) and np.isfinite(logits).all()
         with pytest.raises(InputError):
             runner.infer(np.zeros((17, 3, 64, 64), np.float32))
+
+
+def test_int8_without_fast_int8_falls_back_to_fp16(sample_build, tmp_path, capsys):
+    """Jetson Nano (SM 5.3) has no fast INT8: the FP16 variant is built instead, with a warning."""
+    import tensorrt_rtx
+    from trtkit.backends.tensorrt.builder import _source_and_mode
+    from trtkit.build import BuildContext, BuildOptions
+    src_dir, manifest = sample_build
+    ctx = BuildContext(BuildOptions(out=str(tmp_path)), str(tmp_path))
+    ctx.name, ctx.fp32_onnx = "resnet18", os.path.join(src_dir, _artifact(manifest, "fp32")["path"])
+    nano = {"fp16": gpu_probe.fast_fp16("5.3"), "int8": gpu_probe.fast_int8("5.3")}
+    assert nano == {"fp16": True, "int8": False}
+    source, built, int8_path, note = _source_and_mode(tensorrt_rtx, "tensorrt-rtx", "unused.int8.onnx", "int8",
+                                                      {"context": ctx}, nano)
+    assert built == "fp16" and int8_path is None and "no fast INT8" in note
+    assert os.path.isfile(source) and source.endswith(".fp16.onnx")
+    assert "building FP16 instead of INT8" in capsys.readouterr().err
