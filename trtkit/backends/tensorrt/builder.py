@@ -97,6 +97,14 @@ def _fp16_onnx(ctx, onnx_path):
     return path
 
 
+def _staged_calibration_cache(ctx):
+    """The TensorRT cache the calibration module wrote for this build (``<name>.int8.calib.cache``), if any."""
+    if ctx is None or not ctx.name:
+        return None
+    path = ctx.stage_path("{}.int8.calib.cache".format(ctx.name))
+    return path if os.path.isfile(path) else None
+
+
 def _parse(trt, builder, logger, onnx_path):
     network = builder.create_network(api.network_flags(trt))
     parser = trt.OnnxParser(network, logger)
@@ -177,6 +185,7 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
     calibrator = None
     if int8_path == "implicit":
         from trtkit.backends.tensorrt.calibrator import make_calibrator
+        options["calib_cache"] = options.get("calib_cache") or _staged_calibration_cache(options.get("context"))
         first = list(profile_shapes.values())[0] if profile_shapes else None
         batch = first[1][0] if first else max(1, network.get_input(0).shape[0])
         calibrator = make_calibrator(trt, options, network, batch)

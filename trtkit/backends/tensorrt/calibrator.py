@@ -19,7 +19,8 @@ DEFAULT_IMAGES = 256
 
 
 def calibration_images(options):
-    """float32 NCHW images to calibrate on: the calibration module's set, else the data's train split."""
+    """float32 NCHW images to calibrate on: the calibration module's set, else the train split of
+    --calib-data (or --data)."""
     ctx = options.get("context")
     if ctx is None:
         raise InputError("implicit INT8 calibration needs the build's images", hint="pass --calib-cache FILE")
@@ -28,7 +29,8 @@ def calibration_images(options):
         return calib_set.images
     from trtkit.data import load_images
     limit = int(options.get("calib_images") or DEFAULT_IMAGES)
-    return load_images(ctx.options.data, ctx.contract, split="train", limit=limit).images
+    source = options.get("calib_data") or ctx.options.data
+    return load_images(source, ctx.contract, split="train", limit=limit).images
 
 
 def make_calibrator(trt, options, network, batch):
