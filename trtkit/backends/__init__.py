@@ -50,6 +50,7 @@ def select_backend(name="auto"):
         except InputError:
             continue
         if getattr(backend, "auto_selectable", True) is False:
+            skipped.append("{}: {}".format(registered, getattr(backend, "auto_skip_reason", "not picked by auto")))
             continue
         usable, reason = backend.availability()
         if usable:

@@ -42,6 +42,7 @@ def add_arguments(parser):
                      help="runtime to build for (default: auto = TensorRT when usable, else ONNX Runtime)")
     out.add_argument("--out", default=os.path.join("build", "engines"), metavar="DIR",
                      help="output folder (default: build/engines)")
+    _add_tensorrt_arguments(parser)
     ver = parser.add_argument_group("verification")
     ver.add_argument("--data", default="sample", metavar="SOURCE",
                      help="held-out images to verify on (default: sample)")
@@ -54,6 +55,29 @@ def add_arguments(parser):
     ver.add_argument("--bench-seconds", type=float, default=1.0,
                      help="seconds of throughput timing per variant (0 to skip; default: 1)")
     ver.add_argument("--json", action="store_true", help="print the manifest as JSON instead of the table")
+
+
+def _add_tensorrt_arguments(parser):
+    trt = parser.add_argument_group("TensorRT", "options of --backend tensorrt / tensorrt-rtx")
+    trt.add_argument("--batch", metavar="MIN:OPT:MAX", default=None,
+                     help="dynamic-batch optimization profile (default: 1:THROUGHPUT_BATCH:BATCH_SIZE)")
+    trt.add_argument("--workspace", type=float, metavar="MIB", default=None,
+                     help="builder workspace limit in MiB (default: TensorRT's)")
+    trt.add_argument("--timing-cache", metavar="FILE", default=None,
+                     help="timing cache reused across builds (default: one per TensorRT version and GPU "
+                          "in trtkit's cache folder; TensorRT-RTX has none)")
+    trt.add_argument("--dla-core", type=int, metavar="N", default=None,
+                     help="build for DLA core N with GPU fallback (Jetson Xavier/Orin)")
+    trt.add_argument("--compute-capability", metavar="LIST", default=None,
+                     help="TensorRT-RTX target GPUs, e.g. 8.6,8.9 or 'current' (default: TensorRT-RTX's set)")
+    trt.add_argument("--via", default="onnx", choices=["onnx", "torch2trt"],
+                     help="onnx (default) or torch2trt: convert the PyTorch model directly (needs torch2trt, "
+                          "built from source: github.com/NVIDIA-AI-IOT/torch2trt)")
+    trt.add_argument("--int8-path", default=None, choices=["qdq", "implicit"],
+                     help="qdq (default): INT8 from the Q/DQ ONNX, every TensorRT; implicit: FP32 ONNX + "
+                          "calibrator, TensorRT <= 10 only")
+    trt.add_argument("--calib-cache", metavar="FILE", default=None,
+                     help="TensorRT calibration cache for the implicit INT8 path (read if present, else written)")
 
 
 def options_from_args(args):
