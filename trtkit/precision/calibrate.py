@@ -207,6 +207,9 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
     model = load_onnx(onnx_path, check=False)
     images = imageset.images
     batch_size = check_images(model, images, int(batch_size))
+    if _input_spec(model)[1][:1] == [batch_size] and images.shape[0] % batch_size:
+        images = images[:images.shape[0] - images.shape[0] % batch_size]  # a fixed-batch ONNX takes full batches
+        log.info("calibration: the model's batch is fixed at {}; using {} images".format(batch_size, len(images)))
     names = activation_tensors(model)
     model_hash = graph_hash(model)
     digest = data_digest(images)
