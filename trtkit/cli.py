@@ -20,6 +20,7 @@ from trtkit.errors import TrtkitError
 COMMANDS = [
     "trtkit.commands.build",
     "trtkit.commands.calibrate",
+    "trtkit.commands.export_triton",
 ]
 
 EPILOG = """examples:
