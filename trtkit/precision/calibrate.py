@@ -103,6 +103,8 @@ def _input_spec(model):
 
 def check_images(model, images, batch_size):
     """InputError unless ``images`` fit the model input and fill at least one batch; returns the batch size."""
+    if batch_size < 1:
+        raise InputError("the calibration batch size must be at least 1, got {}".format(batch_size))
     if images.ndim != 4:
         raise InputError("calibration images have shape {}; expected (N, C, H, W)".format(images.shape))
     name, dims = _input_spec(model)
@@ -279,19 +281,26 @@ def save_qdq(fp32_onnx, ranges, encoding, dst):
     return dst
 
 
+def _option(extra, name, default):
+    value = extra.get(name)
+    return default if value is None else value
+
+
 def make_int8_variant(ctx):
     """build.py's INT8 hook: calibrate, write the Q/DQ ONNX, TensorRT cache and report into staging."""
     from trtkit.precision.trt_cache import parse_version, write_cache
     extra = ctx.options.extra
     method = extra.get("calib_method") or DEFAULT_METHOD
-    count = extra.get("calib_images") or DEFAULT_CALIB_IMAGES
-    batch = extra.get("calib_batch_size") or DEFAULT_CALIB_BATCH
-    percentile = extra.get("calib_percentile") or DEFAULT_PERCENTILE
+    count = _option(extra, "calib_images", DEFAULT_CALIB_IMAGES)
+    batch = _option(extra, "calib_batch_size", DEFAULT_CALIB_BATCH)
+    percentile = _option(extra, "calib_percentile", DEFAULT_PERCENTILE)
     source = extra.get("calib_data") or ctx.options.data
     encoding = getattr(ctx.backend, "int8_encoding", "tensorrt")
     imageset = load_calibration_images(source, ctx.contract, count, seed=extra.get("calib_seed") or 0)
     result = calibrate(ctx.fp32_onnx, imageset, method, batch, percentile, use_cache=not extra.get("no_calib_cache"))
-    ctx.calibration = result  # the TensorRT backend's legacy implicit-INT8 path reads these ranges
+    # the TensorRT backend's implicit-INT8 path (TensorRT <= 10) reuses these images and ranges
+    ctx.calibration = result
+    ctx.calib_set = imageset
 
     onnx_path = save_qdq(ctx.fp32_onnx, result.ranges, encoding, ctx.stage_path("{}.int8.onnx".format(ctx.name)))
     cache_name = "{}.int8.calib.cache".format(ctx.name)
