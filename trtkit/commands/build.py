@@ -55,6 +55,31 @@ def add_arguments(parser):
     ver.add_argument("--bench-seconds", type=float, default=1.0,
                      help="seconds of throughput timing per variant (0 to skip; default: 1)")
     ver.add_argument("--json", action="store_true", help="print the manifest as JSON instead of the table")
+    add_calibration_arguments(parser)
+
+
+def add_calibration_arguments(parser, data_default="the --data source"):
+    """The "calibration" group, shared with 'trtkit calibrate'; values reach the INT8 step by name."""
+    from trtkit.precision.calibrate import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES
+    from trtkit.precision.ranges import DEFAULT_PERCENTILE, METHODS
+    cal = parser.add_argument_group("calibration (INT8)")
+    cal.add_argument("--calib-data", default=None, metavar="SOURCE",
+                     help="images to calibrate on: a folder, CIFAR-10 folder, .npy/.npz or 'sample'; only its "
+                          "train split is used (default: {})".format(data_default))
+    cal.add_argument("--calib-images", type=int, default=DEFAULT_CALIB_IMAGES, metavar="N",
+                     help="calibration images, drawn seeded from the train split (default: {})".format(
+                         DEFAULT_CALIB_IMAGES))
+    cal.add_argument("--calib-method", default="entropy", choices=list(METHODS),
+                     help="range method: entropy (KL, TensorRT's EntropyCalibration2; default), percentile, minmax")
+    cal.add_argument("--calib-percentile", type=float, default=DEFAULT_PERCENTILE, metavar="P",
+                     help="percentile for --calib-method percentile (default: {:g})".format(DEFAULT_PERCENTILE))
+    cal.add_argument("--calib-batch-size", type=int, default=DEFAULT_CALIB_BATCH, metavar="B",
+                     help="batch size of the statistics pass (default: {})".format(DEFAULT_CALIB_BATCH))
+    cal.add_argument("--no-calib-cache", action="store_true",
+                     help="recompute the calibration ranges even when a cached calibration matches")
+    cal.add_argument("--trt-version", default=None, metavar="X.Y.Z",
+                     help="TensorRT version written in the calibration cache header (default: the installed "
+                          "tensorrt, else 8.5.2)")
 
 
 def _add_tensorrt_arguments(parser):
