@@ -19,6 +19,8 @@ from trtkit.errors import TrtkitError
 
 COMMANDS = [
     "trtkit.commands.build",
+    "trtkit.commands.calibrate",
+    "trtkit.commands.export_triton",
     "trtkit.commands.bench",
 ]
 
@@ -26,6 +28,8 @@ EPILOG = """examples:
   trtkit build                                  sample ResNet18 -> FP32/FP16 ONNX Runtime, verified
   trtkit build --checkpoint my.pt --model resnet50 --data images/ --out build/
   trtkit build --onnx classifier.onnx --precision fp32,fp16
+  trtkit build --precision fp32,fp16,int8 --calib-method entropy
+  trtkit calibrate --onnx classifier.onnx --calib-data images/
   trtkit bench                                  FPS table of the last build vs PyTorch baselines
 
 run 'trtkit COMMAND --help' for a command's options."""

@@ -231,11 +231,30 @@ def _fixed_batch(runner):
     return dim if isinstance(dim, int) and dim > 0 else None
 
 
+def _batch_unsupported(runner, size, fixed):
+    """Why ``runner`` cannot take a batch of ``size`` (fixed batch, engine profile), else None."""
+    if fixed and size != fixed:
+        return "the artifact has a fixed batch of {}".format(fixed)
+    batch_range = getattr(runner, "batch_range", None)
+    if batch_range is not None:
+        try:
+            low, high = batch_range(runner.inputs()[0].name)
+        except Exception:
+            return None
+        if not low <= size <= high:
+            return "batch {} is outside the engine's profile ({}..{})".format(size, low, high)
+    return None
+
+
 def _device_of(runner):
+    """"cpu" or "cuda": the runner's own ``device`` string, else inferred from its backend/providers."""
     device = getattr(runner, "device", None)
-    if device is None and any("CUDA" in p for p in (getattr(runner, "providers", None) or [])):
+    if isinstance(device, str) and device:
+        return device.split(":")[0]
+    if any("CUDA" in p for p in (getattr(runner, "providers", None) or [])):
         return "cuda"
-    return device or ("cuda" if getattr(runner, "backend", "").startswith("tensorrt") else "cpu")
+    backend = str(getattr(runner, "backend", ""))
+    return "cuda" if backend.startswith("tensorrt") or backend == "torch2trt" else "cpu"
 
 
 def _timers(runner, device):
@@ -324,8 +343,9 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
         largest = None
         for index, size in enumerate(sizes):
             row = dict(base, batch=size, device=device)
-            if fixed and size != fixed:
-                row.update(status="skipped", reason="the artifact has a fixed batch of {}".format(fixed))
+            reason = _batch_unsupported(runner, size, fixed)
+            if reason:
+                row.update(status="skipped", reason=reason)
                 rows.append(row)
                 if progress:
                     progress.update(1)
@@ -338,6 +358,12 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
                 if progress:
                     progress.update(len(sizes) - index)
                 break
+            except TrtkitError as exc:  # e.g. a batch outside an engine's profile: that size only
+                row.update(status="skipped", reason=str(exc))
+                rows.append(row)
+                if progress:
+                    progress.update(1)
+                continue
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise

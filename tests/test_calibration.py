@@ -1,0 +1,313 @@
+"""INT8 calibration: ranges, range cache, Q/DQ encodings, TensorRT cache file, build integration, bad input.
+
+Everything runs on the sample model's FP32 ONNX from the shared ``sample_build``
+with few calibration images (the statistics pass is the slow part).
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from trtkit.data import ImageSet
+from trtkit.errors import InputError, VerificationFailed
+from trtkit.models import InputContract
+
+CALIB_IMAGES = 64
+
+
+@pytest.fixture(scope="module")
+def fp32_onnx(sample_build):
+    out, manifest = sample_build
+    path = os.path.join(out, [a for a in manifest["artifacts"] if a["precision"] == "fp32"][0]["onnx"])
+    assert os.path.isfile(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def contract(sample):
+    return sample[0].input_contract
+
+
+@pytest.fixture(scope="module")
+def calib_set(contract):
+    from trtkit.precision.calibrate import load_calibration_images
+    return load_calibration_images("sample", contract, CALIB_IMAGES)
+
+
+@pytest.fixture(scope="module")
+def entropy_result(fp32_onnx, calib_set, tmp_path_factory):
+    from trtkit.precision.calibrate import calibrate
+    root = str(tmp_path_factory.mktemp("calib_cache"))
+    return calibrate(fp32_onnx, calib_set, "entropy", batch_size=32, cache_root=root), root
+
+
+# ------------------------------------------------------------------ statistics and ranges
+
+def test_histogram_growth_matches_direct_binning():
+    from trtkit.precision.stats import AbsHistogram
+    rng = np.random.RandomState(0)
+    first = rng.uniform(-1.0, 1.0, 5000).astype(np.float32)
+    second = rng.uniform(-9.0, 9.0, 5000).astype(np.float32)
+    hist = AbsHistogram(bins=256)
+    hist.update(first)
+    upper0 = hist.upper
+    hist.update(second)
+    assert hist.count == 10000
+    assert hist.upper >= np.abs(second).max() and hist.upper / upper0 == 2 ** round(np.log2(hist.upper / upper0))
+    both = np.abs(np.concatenate([first, second]))
+    direct = np.bincount(np.minimum((both * (256 / hist.upper)).astype(int), 255), minlength=256)
+    assert np.abs(direct - hist.counts).sum() <= 4  # only float rounding at bin edges may differ
+    assert hist.minimum == pytest.approx(min(first.min(), second.min()))
+
+
+def test_range_methods_on_known_distributions():
+    from trtkit.precision.ranges import compute_amax
+    from trtkit.precision.stats import AbsHistogram
+    rng = np.random.RandomState(1)
+    values = np.concatenate([rng.standard_normal(200000), [60.0, -55.0]]).astype(np.float32)  # two outliers
+    hist = AbsHistogram()
+    hist.update(values)
+    amax = {m: compute_amax({"t": hist}, m)["t"] for m in ("minmax", "percentile", "entropy")}
+    assert amax["minmax"] == pytest.approx(60.0)
+    assert 3.0 < amax["percentile"] < 6.0  # 99.99th percentile of |N(0,1)| is about 3.9
+    assert 2.0 < amax["entropy"] < 10.0  # the outliers are clipped
+    uniform = AbsHistogram()
+    uniform.update(rng.uniform(0, 1, 100000).astype(np.float32))
+    assert compute_amax({"u": uniform}, "percentile", percentile=50.0)["u"] == pytest.approx(0.5, abs=0.01)
+    with pytest.raises(InputError):
+        compute_amax({"t": hist}, "kl")
+
+
+def test_calibration_covers_every_activation(entropy_result, fp32_onnx):
+    import onnx
+    result, _ = entropy_result
+    model = onnx.load(fp32_onnx)
+    outputs = [o for n in model.graph.node for o in n.output]
+    assert list(result.ranges)[0] == "input"
+    assert set(result.ranges) - {"input"} <= set(outputs)
+    assert len(result.ranges) >= 40  # ResNet18: convs, relus, adds, pool, fc
+    for r in result.ranges.values():
+        assert 0 <= r["amax"] <= max(abs(r["min"]), abs(r["max"])) + 1e-6
+    relus = [n.output[0] for n in model.graph.node if n.op_type == "Relu"]
+    assert all(result.ranges[name]["min"] >= 0 for name in relus)
+    report = result.report
+    assert report["method"] == "entropy" and report["images"] == CALIB_IMAGES
+    assert "heldout" not in report["data"]["identity"] and ":train:" in report["data"]["identity"]
+
+
+# ------------------------------------------------------------------ range cache
+
+def test_range_cache_reuse_and_invalidation(fp32_onnx, calib_set, contract, entropy_result, tmp_path):
+    import onnx
+    from onnx import numpy_helper
+    from trtkit.precision.calibrate import calibrate, load_calibration_images
+    first, root = entropy_result
+    again = calibrate(fp32_onnx, calib_set, "entropy", batch_size=32, cache_root=root)
+    assert again.report["cache"]["reused"] and again.report["cache"]["statistics"] == "reused"
+    assert again.ranges == first.ranges
+    assert again.report["seconds"]["total"] < first.report["seconds"]["total"]
+    # another method: histograms reused, ranges recomputed
+    minmax = calibrate(fp32_onnx, calib_set, "minmax", batch_size=32, cache_root=root)
+    assert not minmax.report["cache"]["reused"] and minmax.report["cache"]["statistics"] == "reused"
+    assert minmax.ranges["relu"]["amax"] >= first.ranges["relu"]["amax"]
+    # other data: everything recomputed
+    other = load_calibration_images("sample", contract, 32, seed=1)
+    changed = calibrate(fp32_onnx, other, "entropy", batch_size=32, cache_root=root)
+    assert changed.report["cache"]["statistics"] == "computed"
+    # another model (one weight changed): everything recomputed
+    model = onnx.load(fp32_onnx)
+    bias = [i for i in model.graph.initializer if i.name == "fc.bias"][0]
+    bias.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(bias) + 1.0, "fc.bias"))
+    other_model = str(tmp_path / "changed.onnx")
+    onnx.save(model, other_model)
+    changed = calibrate(other_model, other, "entropy", batch_size=32, cache_root=root)
+    assert changed.report["cache"]["statistics"] == "computed"
+
+
+def test_corrupt_range_cache_is_recomputed(fp32_onnx, calib_set, entropy_result):
+    from trtkit.precision.calibrate import calibrate
+    first, root = entropy_result
+    files = [os.path.join(root, f) for f in os.listdir(root) if f.startswith(first.report["cache"]["key"])]
+    assert any(f.endswith(".stats.npz") for f in files) and any(f.endswith(".entropy.ranges.json") for f in files)
+    for f in files:
+        with open(f, "wb") as handle:
+            handle.write(b"\x00garbage")
+    result = calibrate(fp32_onnx, calib_set, "entropy", batch_size=32, cache_root=root)
+    assert result.report["cache"]["statistics"] == "computed"
+    assert result.ranges == first.ranges
+
+
+# ------------------------------------------------------------------ bad input
+
+def test_bad_calibration_input(fp32_onnx, calib_set, contract, tmp_path):
+    from trtkit.precision.calibrate import calibrate, load_calibration_images
+    few = ImageSet(calib_set.images[:4], None, "few", source="test")
+    with pytest.raises(InputError, match="fewer than one batch"):
+        calibrate(fp32_onnx, few, batch_size=32, use_cache=False)
+    small = ImageSet(np.zeros((32, 3, 32, 32), np.float32), None, "small", source="test")
+    with pytest.raises(InputError, match="32x32"):
+        calibrate(fp32_onnx, small, batch_size=8, use_cache=False)
+    gray = ImageSet(np.zeros((32, 1, 64, 64), np.float32), None, "gray", source="test")
+    with pytest.raises(InputError, match="1x64x64"):
+        calibrate(fp32_onnx, gray, batch_size=8, use_cache=False)
+    empty = tmp_path / "empty"
+    (empty / "cats").mkdir(parents=True)
+    with pytest.raises(InputError, match="no images"):
+        load_calibration_images(str(empty), contract, 16)
+    bad = np.zeros((32, 3, 48, 48), np.float32)  # preprocessed floats of the wrong size
+    np.save(str(tmp_path / "bad.npy"), bad)
+    with pytest.raises(InputError, match="expects"):
+        load_calibration_images(str(tmp_path / "bad.npy"), contract, 16)
+
+
+# ------------------------------------------------------------------ encodings
+
+def _ort_logits(path, images):
+    import onnxruntime as ort
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: images[i:i + 64]})[0] for i in range(0, len(images), 64)])
+
+
+def test_encodings_differ_as_specified(entropy_result, fp32_onnx, tmp_path):
+    import onnx
+    from onnx import numpy_helper
+    from trtkit.precision.calibrate import save_qdq
+    result, _ = entropy_result
+    paths, q_count = {}, {}
+    for encoding in ("tensorrt", "cpu"):
+        paths[encoding] = save_qdq(fp32_onnx, result.ranges, encoding, str(tmp_path / (encoding + ".onnx")))
+        model = onnx.load(paths[encoding])
+        onnx.checker.check_model(model)
+        inits = dict((i.name, numpy_helper.to_array(i)) for i in model.graph.initializer)
+        q = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+        q_count[encoding] = len(q)
+        dq = [n for n in model.graph.node if n.op_type == "DequantizeLinear"]
+        zero_points = [inits[n.input[2]] for n in q]
+        dq_types = set(str(inits[n.input[0]].dtype) for n in dq if n.input[0] in inits)
+        weight_scales = [inits[n.input[1]] for n in dq if n.input[0] in inits and inits[n.input[0]].dtype == np.int8]
+        assert all(s.ndim == 1 and s.size > 1 for s in weight_scales)  # per-channel weights
+        if encoding == "tensorrt":
+            assert all(z.dtype == np.int8 and int(z) == 0 for z in zero_points)
+            assert dq_types == {"int8"}  # no INT32 bias
+            assert len(q) >= 20  # conv/gemm inputs and residual inputs
+        else:
+            assert all(z.dtype == np.uint8 for z in zero_points)
+            assert "int32" in dq_types
+    assert q_count["cpu"] > q_count["tensorrt"]  # cpu also quantizes outputs
+    images = np.random.RandomState(0).standard_normal((8, 3, 64, 64)).astype(np.float32)
+    ref = _ort_logits(fp32_onnx, images)
+    for path in paths.values():
+        assert np.abs(_ort_logits(path, images) - ref).max() < 0.25 * np.abs(ref).max()
+
+
+def _rtx_engine_bytes(trt, path, batch_shape):
+    logger = trt.Logger(trt.Logger.ERROR)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    with open(path, "rb") as handle:
+        parsed = parser.parse(handle.read())
+    assert parsed, [str(parser.get_error(i)) for i in range(parser.num_errors)]
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    name = network.get_input(0).name
+    profile.set_shape(name, (1,) + batch_shape[1:], batch_shape, batch_shape)
+    config.add_optimization_profile(profile)
+    engine = builder.build_serialized_network(network, config)
+    assert engine is not None, "TensorRT-RTX could not build {}".format(path)
+    return len(bytes(engine))
+
+
+def test_tensorrt_encoding_builds_with_tensorrt_rtx(entropy_result, fp32_onnx, tmp_path):
+    trt = pytest.importorskip("tensorrt_rtx")
+    from trtkit.precision.calibrate import save_qdq
+    from trtkit.precision.fp16 import convert_fp16
+    result, _ = entropy_result
+    int8 = save_qdq(fp32_onnx, result.ranges, "tensorrt", str(tmp_path / "int8.onnx"))
+    fp16 = str(tmp_path / "fp16.onnx")
+    convert_fp16(fp32_onnx, fp16)
+    int8_bytes = _rtx_engine_bytes(trt, int8, (8, 3, 64, 64))
+    fp16_bytes = _rtx_engine_bytes(trt, fp16, (8, 3, 64, 64))
+    assert int8_bytes < 0.8 * fp16_bytes, (int8_bytes, fp16_bytes)
+
+
+# ------------------------------------------------------------------ TensorRT calibration cache
+
+def test_trt_calibration_cache_round_trip(entropy_result, fp32_onnx, tmp_path):
+    import onnx
+    from trtkit.precision.trt_cache import pack_version, read_cache, write_cache
+    result, _ = entropy_result
+    path = str(tmp_path / "model.calib.cache")
+    written = write_cache(path, result.amax(), "entropy", version=(10, 3, 0))
+    header, scales = read_cache(path)
+    assert header == "TRT-100300-EntropyCalibration2"
+    assert pack_version((8, 5, 2)) == 8502
+    assert set(scales) == set(result.ranges)
+    for name, scale in scales.items():
+        assert scale == pytest.approx(result.ranges[name]["amax"] / 127.0, rel=1e-6)
+        assert np.float32(scale) == np.float32(written[name])
+    with open(path) as handle:
+        body = handle.read().splitlines()[1:]
+    assert all(re.match(r"^[^:]+: [0-9a-f]{8}$", line) for line in body)
+    model = onnx.load(fp32_onnx)
+    tensor_names = set(i.name for i in model.graph.input) | set(o for n in model.graph.node for o in n.output)
+    assert set(scales) <= tensor_names and "input" in scales
+    write_cache(path, result.amax(), "minmax", version=(8, 5, 2))
+    assert read_cache(path)[0] == "TRT-8502-MinMaxCalibration"
+
+
+# ------------------------------------------------------------------ build integration and CLI
+
+@pytest.mark.parametrize("method", ["entropy", "percentile", "minmax"])
+def test_int8_build_accuracy(method, fp32_onnx, tmp_path):
+    from trtkit.build import BuildOptions, build, format_table
+    out = str(tmp_path / "b")
+    manifest = build(BuildOptions(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
+                                  out=out, throughput_seconds=0,
+                                  extra={"calib_method": method, "calib_images": 128, "calib_batch_size": 32}))
+    art = manifest["artifacts"][0]
+    verify = art["verify"]
+    assert art["int8_encoding"] == "cpu" and art["status"] == "ok"
+    assert verify["top1_agreement"] >= 0.98
+    assert verify["accuracy"] >= verify["reference_accuracy"] - 0.01
+    cal = art["calibration"]
+    report = json.load(open(os.path.join(out, cal["report"])))
+    assert report["method"] == method and report["images"] == 128 and report["split"] == "train"
+    assert report["encoding"] == "cpu" and len(report["tensors"]) >= 40
+    assert os.path.isfile(os.path.join(out, cal["trt_calibration_cache"]))
+    assert "resnet18.int8" in format_table(manifest)
+
+
+def test_int8_gate_marks_failing_and_strict_exits(fp32_onnx, tmp_path):
+    from trtkit.build import BuildOptions, build
+    options = dict(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
+                   throughput_seconds=0, verify_images=64, min_agreement={"int8": 1.01},
+                   extra={"calib_method": "minmax", "calib_images": 64})
+    out = str(tmp_path / "a")
+    with pytest.raises(VerificationFailed, match="resnet18.int8"):
+        build(BuildOptions(out=out, strict=True, **options))
+    manifest = json.load(open(os.path.join(out, "manifest.json")))  # still written, with the verdict
+    assert manifest["artifacts"][0]["status"] == "failing"
+    assert "below" in manifest["artifacts"][0]["status_detail"]
+
+
+def test_calibrate_cli(fp32_onnx, tmp_path):
+    out = str(tmp_path / "cal")
+    args = ["calibrate", "--onnx", fp32_onnx, "--calib-images", "32", "--calib-method", "percentile", "--out", out]
+    first = run_cli(args)
+    assert first.returncode == 0, first.stderr
+    second = run_cli(args)
+    assert second.returncode == 0 and "reused" in second.stdout, second.stdout + second.stderr
+    name = os.path.basename(fp32_onnx).replace(".fp32.onnx", "")
+    report = json.load(open(os.path.join(out, name + ".calibration.json")))
+    assert report["cache"]["reused"] and report["method"] == "percentile"
+    assert os.path.isfile(os.path.join(out, name + ".calib.cache"))
+    empty = tmp_path / "empty" / "cls"
+    empty.mkdir(parents=True)
+    bad = run_cli(["calibrate", "--onnx", fp32_onnx, "--calib-data", str(empty.parent), "--out", out])
+    assert bad.returncode != 0 and "no images" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,317 @@
+"""INT8 calibration: ranges from real images, cached, turned into Q/DQ ONNX and a TensorRT cache.
+
+``calibrate(onnx_path, imageset, method)`` is the Python entry point: one pass
+of histograms over every float activation (``stats``), then amax per tensor by
+the method asked (``ranges``). Both are cached under ``cache_dir("calib")``:
+
+* statistics, keyed by the model graph's hash and the calibration pixels
+  (their identity, count and a digest of the preprocessed array, so the
+  preprocessing is part of the key);
+* ranges, keyed by the statistics key plus the method (and percentile).
+
+A second run with the same inputs reuses the ranges (nothing is recomputed);
+another method reuses the histograms and recomputes only the ranges; another
+model or data recomputes everything. A cache file that fails to load or does
+not fit the model is reported and recomputed, never trusted.
+
+``make_int8_variant(ctx)`` is the build pipeline's hook (``trtkit/build.py``):
+it calibrates on the *train* split (verification uses the held-out split),
+writes the Q/DQ ONNX in the encoding the backend asks for
+(``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report.
+"""
+
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+
+from trtkit import log
+from trtkit.deps import require
+from trtkit.errors import InputError
+from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
+from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_amax
+from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
+
+STATS_FORMAT = 1  # bump when the statistics change meaning; old cache entries then miss
+DEFAULT_CALIB_IMAGES = 512
+DEFAULT_CALIB_BATCH = 32
+
+
+class CalibrationResult(object):
+    """Per-tensor ranges of one calibration and the report describing it.
+
+    ``ranges``: {tensor name: {"amax", "min", "max"}} for every float activation
+    of the FP32 ONNX (graph input included), in graph order.
+    """
+
+    def __init__(self, ranges, report):
+        self.ranges = ranges
+        self.report = report
+
+    @property
+    def method(self):
+        return self.report["method"]
+
+    @property
+    def reused(self):
+        return self.report["cache"]["reused"]
+
+    def amax(self):
+        return dict((name, r["amax"]) for name, r in self.ranges.items())
+
+
+# ------------------------------------------------------------------ keys
+
+def graph_hash(model):
+    """sha256 of the graph (nodes, weights, I/O), not of producer metadata or doc strings."""
+    onnx = require("onnx")
+    graph = onnx.GraphProto.FromString(model.graph.SerializeToString())
+    graph.doc_string = ""
+    for node in graph.node:
+        node.doc_string = ""
+    digest = hashlib.sha256(graph.SerializeToString(deterministic=True))
+    for entry in sorted((e.domain, e.version) for e in model.opset_import):
+        digest.update(repr(entry).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def data_digest(images):
+    """sha1 of the preprocessed pixels: changes with the images, their order and the preprocessing."""
+    digest = hashlib.sha1(repr((images.shape, str(images.dtype))).encode("utf-8"))
+    digest.update(np.ascontiguousarray(images).data)
+    return digest.hexdigest()[:16]
+
+
+def _key(*parts):
+    return hashlib.sha256("|".join(str(p) for p in parts).encode("utf-8")).hexdigest()[:24]
+
+
+# ------------------------------------------------------------------ checks
+
+def _input_spec(model):
+    from trtkit.onnx_tools import graph_inputs
+    inputs = graph_inputs(model)
+    if len(inputs) != 1:
+        raise InputError("INT8 calibration handles single-input models; this one has {}".format(len(inputs)))
+    dims = []
+    for d in inputs[0].type.tensor_type.shape.dim:
+        dims.append(int(d.dim_value) if d.HasField("dim_value") else None)
+    return inputs[0].name, dims
+
+
+def check_images(model, images, batch_size):
+    """InputError unless ``images`` fit the model input and fill at least one batch; returns the batch size."""
+    if batch_size < 1:
+        raise InputError("the calibration batch size must be at least 1, got {}".format(batch_size))
+    if images.ndim != 4:
+        raise InputError("calibration images have shape {}; expected (N, C, H, W)".format(images.shape))
+    name, dims = _input_spec(model)
+    if len(dims) == 4:
+        for axis, what in ((1, "channels"), (2, "height"), (3, "width")):
+            if dims[axis] is not None and dims[axis] != images.shape[axis]:
+                raise InputError("calibration images are {}x{}x{} (CxHxW); the model input '{}' is {}".format(
+                    images.shape[1], images.shape[2], images.shape[3], name,
+                    "x".join(str(d) if d else "?" for d in dims[1:])),
+                    hint="calibrate with the model's preprocessing (trtkit.data.load_images with its contract)")
+        if dims[0] is not None:
+            batch_size = dims[0]  # a fixed-batch ONNX runs only that batch size
+    if not np.all(np.isfinite(images)):
+        raise InputError("calibration images contain NaN or inf", hint="check the data source")
+    if images.shape[0] < batch_size:
+        raise InputError("only {} calibration image(s), fewer than one batch of {}".format(
+            images.shape[0], batch_size),
+            hint="give more images (--calib-images, a bigger --calib-data) or a smaller --calib-batch-size")
+    return batch_size
+
+
+# ------------------------------------------------------------------ cache
+
+def _stats_path(root, key):
+    return os.path.join(root, key + ".stats.npz")
+
+
+def _ranges_path(root, key, method, percentile):
+    suffix = method + ("-{:g}".format(percentile) if method == "percentile" else "")
+    return os.path.join(root, "{}.{}.ranges.json".format(key, suffix))
+
+
+def _save_stats(path, histograms, meta):
+    names = list(histograms)
+    counts = np.stack([histograms[n].to_arrays()[0] for n in names]) if names else np.zeros((0, NUM_BINS))
+    info = np.stack([histograms[n].to_arrays()[1] for n in names]) if names else np.zeros((0, 3))
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, names=np.array(names), counts=counts, info=info, meta=np.array(json.dumps(meta)))
+
+
+def _load_stats(path, expected_names):
+    """{name: AbsHistogram} from the cache, or None (with a warning) when it is unusable."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            names = [str(n) for n in archive["names"]]
+            counts = archive["counts"]
+            info = archive["info"]
+        if names != list(expected_names):
+            raise ValueError("its tensors do not match the model")
+        if counts.shape != (len(names), NUM_BINS) or info.shape != (len(names), 3):
+            raise ValueError("unexpected array shapes")
+        if (counts < 0).any() or not np.all(np.isfinite(info)):
+            raise ValueError("negative counts or non-finite ranges")
+        return dict((n, AbsHistogram.from_arrays(c, i)) for n, c, i in zip(names, counts, info))
+    except Exception as exc:
+        log.warn("calibration cache {} is unusable ({}); recomputing".format(path, exc))
+        _remove(path)
+        return None
+
+
+def _load_ranges(path, expected_names):
+    if not os.path.isfile(path):
+        return None
+    try:
+        data = read_json(path)
+        ranges = data["ranges"]
+        if list(ranges) != list(expected_names):
+            raise ValueError("its tensors do not match the model")
+        for r in ranges.values():
+            values = [float(r["amax"]), float(r["min"]), float(r["max"])]
+            if not all(np.isfinite(values)) or values[0] < 0:
+                raise ValueError("a non-finite or negative range")
+        return ranges
+    except Exception as exc:
+        log.warn("calibration range cache {} is unusable ({}); recomputing".format(path, exc))
+        _remove(path)
+        return None
+
+
+def _remove(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+# ------------------------------------------------------------------ calibrate
+
+def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CALIB_BATCH,
+              percentile=DEFAULT_PERCENTILE, use_cache=True, cache_root=None):
+    """Calibrate the FP32 ONNX at ``onnx_path`` on ``imageset`` (a trtkit.data.ImageSet).
+
+    Returns a CalibrationResult; ``result.ranges`` has amax/min/max of every
+    float activation, ``result.report`` is the JSON-ready report.
+    """
+    from trtkit.onnx_tools import load_onnx
+    check_method(method)
+    start = time.time()
+    model = load_onnx(onnx_path, check=False)
+    images = imageset.images
+    batch_size = check_images(model, images, int(batch_size))
+    if _input_spec(model)[1][:1] == [batch_size] and images.shape[0] % batch_size:
+        images = images[:images.shape[0] - images.shape[0] % batch_size]  # a fixed-batch ONNX takes full batches
+        log.info("calibration: the model's batch is fixed at {}; using {} images".format(batch_size, len(images)))
+    names = activation_tensors(model)
+    model_hash = graph_hash(model)
+    digest = data_digest(images)
+    stats_key = _key(STATS_FORMAT, NUM_BINS, model_hash, imageset.identity, digest, images.shape)
+    root = cache_root or cache_dir("calib")
+    stats_file = _stats_path(root, stats_key)
+    ranges_file = _ranges_path(root, stats_key, method, percentile)
+
+    stats_state, ranges_state = "computed", "computed"
+    stats_seconds = ranges_seconds = 0.0
+    ranges = _load_ranges(ranges_file, names) if use_cache else None
+    if ranges is not None:
+        stats_state = ranges_state = "reused"
+    else:
+        histograms = _load_stats(stats_file, names) if use_cache else None
+        if histograms is not None:
+            stats_state = "reused"
+        else:
+            t0 = time.time()
+            histograms = collect_stats(model, images, batch_size)
+            stats_seconds = time.time() - t0
+            if use_cache:
+                _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
+        t0 = time.time()
+        amax = compute_amax(histograms, method, percentile)
+        ranges_seconds = time.time() - t0
+        ranges = dict((n, {"amax": float(amax[n]), "min": float(histograms[n].minimum),
+                           "max": float(histograms[n].maximum)}) for n in names)
+        if use_cache:
+            write_json(ranges_file, {"method": method, "percentile": percentile, "ranges": ranges})
+    total = time.time() - start
+    report = {
+        "method": method,
+        "percentile": percentile if method == "percentile" else None,
+        "images": int(images.shape[0]),
+        "batch_size": batch_size,
+        "data": {"source": imageset.source, "identity": imageset.identity, "digest": digest},
+        "model": {"onnx": os.path.basename(onnx_path), "graph_sha256": model_hash},
+        "cache": {"reused": ranges_state == "reused", "statistics": stats_state, "ranges": ranges_state,
+                  "key": stats_key, "dir": root if use_cache else None},
+        "seconds": {"total": round(total, 3), "statistics": round(stats_seconds, 3),
+                    "ranges": round(ranges_seconds, 3)},
+        "tensors": dict((n, dict(r, scale=r["amax"] / 127.0)) for n, r in ranges.items()),
+    }
+    log.info("calibration ({}, {} images): statistics {}, ranges {} in {:.1f}s".format(
+        method, images.shape[0], stats_state, ranges_state, total))
+    return CalibrationResult(ranges, report)
+
+
+def load_calibration_images(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
+    """The calibration images: ``count`` drawn (seeded) from the *train* split of ``source``."""
+    from trtkit.data import load_images
+    if count is not None and count < 1:
+        raise InputError("--calib-images must be at least 1, got {}".format(count))
+    return load_images(source, contract, split="train", limit=count, seed=seed)
+
+
+# ------------------------------------------------------------------ build hook
+
+def save_qdq(fp32_onnx, ranges, encoding, dst):
+    """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` with ``ranges`` to ``dst`` (atomically)."""
+    onnx = require("onnx", "writing the INT8 ONNX")
+    from trtkit.precision.qdq import write_qdq
+    model = write_qdq(onnx.load(fp32_onnx), ranges, encoding)
+    with atomic_path(dst) as tmp:
+        onnx.save(model, tmp)
+    return dst
+
+
+def _option(extra, name, default):
+    value = extra.get(name)
+    return default if value is None else value
+
+
+def make_int8_variant(ctx):
+    """build.py's INT8 hook: calibrate, write the Q/DQ ONNX, TensorRT cache and report into staging."""
+    from trtkit.precision.trt_cache import parse_version, write_cache
+    extra = ctx.options.extra
+    method = extra.get("calib_method") or DEFAULT_METHOD
+    count = _option(extra, "calib_images", DEFAULT_CALIB_IMAGES)
+    batch = _option(extra, "calib_batch_size", DEFAULT_CALIB_BATCH)
+    percentile = _option(extra, "calib_percentile", DEFAULT_PERCENTILE)
+    source = extra.get("calib_data") or ctx.options.data
+    encoding = getattr(ctx.backend, "int8_encoding", "tensorrt")
+    imageset = load_calibration_images(source, ctx.contract, count, seed=extra.get("calib_seed") or 0)
+    result = calibrate(ctx.fp32_onnx, imageset, method, batch, percentile, use_cache=not extra.get("no_calib_cache"))
+    # the TensorRT backend's implicit-INT8 path (TensorRT <= 10) reuses these images and ranges
+    ctx.calibration = result
+    ctx.calib_set = imageset
+
+    onnx_path = save_qdq(ctx.fp32_onnx, result.ranges, encoding, ctx.stage_path("{}.int8.onnx".format(ctx.name)))
+    cache_name = "{}.int8.calib.cache".format(ctx.name)
+    version = parse_version(extra["trt_version"]) if extra.get("trt_version") else None
+    write_cache(ctx.stage_path(cache_name), result.amax(), method, version)
+    report_name = "{}.int8.calibration.json".format(ctx.name)
+    report = dict(result.report, encoding=encoding, int8_onnx=os.path.basename(onnx_path),
+                  trt_calibration_cache=cache_name, source=str(source), split="train")
+    write_json(ctx.stage_path(report_name), report)
+    meta = {"int8_encoding": encoding,
+            "calibration": {"method": method, "images": report["images"], "data": str(source),
+                            "report": report_name, "trt_calibration_cache": cache_name,
+                            "cache_reused": result.reused, "seconds": report["seconds"]["total"]}}
+    return onnx_path, meta

@@ -1,0 +1,142 @@
+"""Activation statistics of an FP32 ONNX graph, gathered in one pass over the calibration images.
+
+Every float activation (the graph input and every node output) is made a
+graph output and run through ONNX Runtime batch by batch. For each tensor we
+keep its min, its max and a histogram of |x| with a fixed number of bins over
+``[0, R]``. ``R`` starts at the first batch's largest |x|; when a later batch
+goes further, ``R`` doubles as often as needed and adjacent bins are merged
+pairwise, so the edges stay aligned and no sample is ever dropped or counted
+twice. The ranges of every method (entropy, percentile, minmax) are then
+computed from these histograms without touching the images again.
+"""
+
+import numpy as np
+
+from trtkit.deps import require
+from trtkit.errors import InputError
+
+NUM_BINS = 2048
+_FLOAT = 1  # onnx.TensorProto.FLOAT
+
+
+class AbsHistogram(object):
+    """Histogram of |x| over [0, upper] with ``bins`` bins that grows its range by merging bins."""
+
+    def __init__(self, bins=NUM_BINS):
+        self.bins = int(bins)
+        self.counts = np.zeros(self.bins, dtype=np.int64)
+        self.upper = 0.0
+        self.minimum = float("inf")
+        self.maximum = float("-inf")
+
+    @property
+    def absmax(self):
+        return max(abs(self.minimum), abs(self.maximum)) if self.count else 0.0
+
+    @property
+    def count(self):
+        return int(self.counts.sum())
+
+    def update(self, values):
+        values = np.asarray(values, dtype=np.float32).ravel()
+        if values.size == 0:
+            return
+        if not np.all(np.isfinite(values)):
+            raise InputError("the FP32 model produces non-finite values (NaN/inf) on the calibration images",
+                             hint="check the model and the preprocessing of the calibration data")
+        self.minimum = min(self.minimum, float(values.min()))
+        self.maximum = max(self.maximum, float(values.max()))
+        absolute = np.abs(values)
+        top = float(absolute.max())
+        if self.upper <= 0.0:
+            self.upper = top if top > 0.0 else 0.0
+        elif top > self.upper:
+            self._grow(top)
+        if self.upper <= 0.0:  # everything so far is exactly zero
+            self.counts[0] += absolute.size
+            return
+        index = (absolute * (self.bins / self.upper)).astype(np.int64)
+        np.minimum(index, self.bins - 1, out=index)
+        self.counts += np.bincount(index, minlength=self.bins)
+
+    def _grow(self, top):
+        factor = 1
+        while self.upper * factor < top:
+            factor *= 2
+        if factor >= self.bins:
+            merged = np.zeros(self.bins, dtype=np.int64)
+            merged[0] = self.counts.sum()
+        else:
+            merged = np.zeros(self.bins, dtype=np.int64)
+            merged[:self.bins // factor] = self.counts.reshape(self.bins // factor, factor).sum(axis=1)
+        self.counts = merged
+        self.upper *= factor
+
+    def to_arrays(self):
+        return self.counts, np.array([self.upper, self.minimum, self.maximum], dtype=np.float64)
+
+    @classmethod
+    def from_arrays(cls, counts, info):
+        hist = cls(bins=len(counts))
+        hist.counts = np.asarray(counts, dtype=np.int64).copy()
+        hist.upper, hist.minimum, hist.maximum = [float(v) for v in info]
+        return hist
+
+
+def activation_tensors(model):
+    """Names of the float activations of ``model``: the graph inputs, then node outputs in graph order."""
+    onnx = require("onnx", "INT8 calibration")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    types = {}
+    for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
+        types[info.name] = info.type.tensor_type.elem_type
+    initializers = set(i.name for i in model.graph.initializer)
+    names = [i.name for i in model.graph.input if i.name not in initializers and types.get(i.name) == _FLOAT]
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            continue
+        for out in node.output:
+            if out and types.get(out) == _FLOAT and out not in names:
+                names.append(out)
+    return names
+
+
+def _instrumented_session(model, names):
+    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
+    onnx = require("onnx", "INT8 calibration")
+    ort = require("onnxruntime", "INT8 calibration")
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    present = set(o.name for o in model.graph.output)
+    for name in names:
+        if name not in present:
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
+    options = ort.SessionOptions()
+    # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics"):
+    """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images`` (N, C, H, W).
+
+    ``model`` is an onnx.ModelProto. One pass over the images; batches are taken
+    in order, so the result is deterministic for given images and batch size.
+    """
+    from trtkit import log
+    names = activation_tensors(model)
+    session = _instrumented_session(model, names)
+    input_name = session.get_inputs()[0].name
+    histograms = dict((n, AbsHistogram(bins)) for n in names)
+    total = images.shape[0]
+    with log.Progress(progress_label, total=total, unit="img") as bar:
+        for start in range(0, total, batch_size):
+            batch = np.ascontiguousarray(images[start:start + batch_size], dtype=np.float32)
+            values = session.run(names, {input_name: batch})
+            for name, value in zip(names, values):
+                histograms[name].update(value)
+            bar.update(batch.shape[0])
+    return histograms
