@@ -165,3 +165,24 @@ def test_cli_writes_reports_and_says_where(sample_build, tmp_path):
     missing = run_script("benchmark.py", ["--manifest", str(tmp_path / "nothing")])
     assert missing.returncode == 2 and missing.stderr.startswith("error: no build manifest")
     assert "Traceback" not in missing.stderr
+
+
+def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
+    """Artifacts go through get_backend(...).runner(path): no GPU / unknown backend -> skipped with a reason."""
+    from trtkit.manifest import load_manifest
+    out, _ = sample_build
+    manifest = load_manifest(out)
+    engine = tmp_path / "resnet18.fp16.engine"
+    engine.write_bytes(b"not an engine")
+    manifest["artifacts"] = [
+        {"name": "resnet18.fp16", "precision": "fp16", "backend": "tensorrt-rtx", "path": str(engine)},
+        {"name": "resnet18.fp16", "precision": "fp16", "backend": "torch2trt", "path": str(engine)},
+    ]
+    options = BenchOptions(batch_sizes=(1,), **FAST)
+    variants = plan_from_manifest(manifest, options, torch_modes=None)
+    images = np.zeros((2, 3, 64, 64), dtype=np.float32)
+    result = run_matrix(variants, images, options, device={"cpu": {}, "software": {}, "slug": "test"})
+    rows = result["results"]
+    assert [r["backend"] for r in rows] == ["tensorrt-rtx", "torch2trt"]
+    assert all(r["status"] == "skipped" and r["reason"] for r in rows)
+    assert "torch2trt" in rows[1]["reason"]
