@@ -5,7 +5,7 @@ The target is under 10 % between runs on the median (FPS and latency p50) on
 a quiet machine. Prints one line per variant and batch, then the worst spread.
 
     python benchmarks/repeatability.py [--manifest build/engines] [--runs 2] [--seconds 2]
-        [--backends onnxruntime] [--batch-sizes 8]
+        [--backends onnxruntime] [--batch-sizes 8] [--threads 1]
 """
 
 import argparse
@@ -29,10 +29,12 @@ def main():
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--backends", default="onnxruntime,torch")
     parser.add_argument("--torch-modes", default="fp32")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the usable cores)")
     args = parser.parse_args()
     manifest = load_manifest(args.manifest)
     options = BenchOptions(batch_sizes=[int(b) for b in args.batch_sizes.split(",")], seconds=args.seconds,
-                           warmup=0.5, min_iterations=20, agree_images=0)
+                           warmup=0.5, min_iterations=20, agree_images=0,
+                           threads=args.threads)
     images, _ = load_bench_images(manifest, count=64)
     device = device_record()
     print("device: " + describe(device))
