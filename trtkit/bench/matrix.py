@@ -187,7 +187,11 @@ def plan_from_flags(options, checkpoint=None, model=None, input_size=None, artif
     if checkpoint:
         if not os.path.isfile(checkpoint):
             raise InputError("checkpoint not found: {}".format(checkpoint))
-        variants += torch_variants(model, checkpoint, torch_modes, options.threads, input_size, model or "resnet18")
+        if not model:
+            from trtkit.models import read_checkpoint
+            name = (read_checkpoint(checkpoint)[1].get("arch") or "resnet18").replace("torchvision:", "")
+        # artifacts share the checkpoint's name so their speed-up is computed against its FP32 eager
+        variants += torch_variants(model, checkpoint, torch_modes, options.threads, input_size, name)
     for spec in artifacts:
         parts = spec.split(":", 2)
         if len(parts) != 3:

@@ -71,7 +71,7 @@ def markdown_report(result, title=None):
     table, notes = markdown_table(result)
     method = ("FPS from throughput mode (batches back to back, one sync per round); latency from latency mode "
               "(sync after every call); median of each. Warm-up {warmup:g} s, at least {seconds:g} s and "
-              "{min_iterations} calls per figure (at most {max_seconds:g} s); {threads} CPU threads; "
+              "{min_iterations} calls per figure (at most {max_seconds:g} s); CPU threads: {threads}; "
               "speed-up over PyTorch FP32 eager at the same batch; CV = the larger coefficient of variation of "
               "the two modes, (!) above {max_cv:.0%}.").format(**dict({"warmup": 0, "seconds": 0, "min_iterations": 0,
                                                           "max_seconds": 0, "threads": "?", "max_cv": 0.1}, **opts))

@@ -16,7 +16,7 @@ EPILOG = """examples:
   benchmark.py --manifest build/rn50 --batch-sizes 1,16,64 --out results/
   benchmark.py --sweep --max-batch 256              batch 1,2,4,... until out of memory
   benchmark.py --checkpoint rn18.pt --model resnet18 --input-size 224 --torch-modes fp32,half
-  benchmark.py --artifact onnxruntime:fp16:model.fp16.onnx --no-torch"""
+  benchmark.py --artifact onnxruntime:fp16:model.fp16.onnx --input-size 224 --no-torch"""
 
 
 def _int_list(text):
@@ -29,6 +29,15 @@ def _int_list(text):
 
 def _name_list(text):
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _flag_input(args):
+    """The input contract for --checkpoint/--artifact runs: --input-size, else the checkpoint's own record."""
+    if args.input_size:
+        return {"size": args.input_size}
+    from trtkit.models import read_checkpoint
+    _, meta = read_checkpoint(args.checkpoint)
+    return meta.get("input") or {"size": 224}
 
 
 def add_arguments(parser):
@@ -71,6 +80,7 @@ def add_arguments(parser):
 
 def run(args):
     from trtkit import log
+    from trtkit.errors import InputError
     from trtkit.bench.matrix import BenchOptions, load_bench_images, plan_from_flags, plan_from_manifest, run_matrix
     from trtkit.bench.report import markdown_table, write_reports
     options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
@@ -82,8 +92,10 @@ def run(args):
     manifest = None
     if args.checkpoint or args.artifact:
         if args.manifest:
-            from trtkit.errors import InputError
             raise InputError("give --manifest or --checkpoint/--artifact, not both")
+        if not args.input_size and not args.checkpoint:
+            raise InputError("--artifact needs --input-size (the artifacts' image height/width)",
+                             hint="e.g. --input-size 224")
         variants = plan_from_flags(options, args.checkpoint, args.model, args.input_size, args.artifact, torch_modes)
         out_dir = args.out or os.path.join("build", "bench")
     else:
@@ -92,8 +104,8 @@ def run(args):
         variants = plan_from_manifest(manifest, options, _name_list(args.backends), _name_list(args.precisions),
                                       torch_modes)
         out_dir = args.out or os.path.join(manifest["_dir"], "bench")
-    if manifest is None and args.checkpoint:
-        manifest = {"model": {"input": {"size": args.input_size or 224}}}
+    if manifest is None:
+        manifest = {"model": {"input": _flag_input(args)}}
     images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
     log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads".format(
         len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads))
