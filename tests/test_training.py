@@ -89,7 +89,7 @@ def test_scaler_skips_overflow_and_lowers_scale():
 
 
 def test_half_training_with_overflowing_scale_skips_steps(tmp_path):
-    config = TrainConfig(**dict(TINY, mode="half", epochs=1, init_scale=2.0 ** 40, deterministic=False))
+    config = TrainConfig(**dict(TINY, mode="half", epochs=1, limit=8, init_scale=2.0 ** 40, deterministic=False))
     result = run_training(config, str(tmp_path / "half"))
     record = result.history[0]
     assert record["skipped_steps"] >= 1
@@ -151,7 +151,7 @@ def test_amp_on_cpu_is_bf16_or_explained():
 
 def test_cli_compare_writes_table_and_files(tmp_path):
     out = str(tmp_path / "cmp")
-    result = run_script("train.py", ["--data", "sample", "--limit", "16", "--input-size", "8", "--stem", "cifar",
+    result = run_script("train.py", ["--data", "sample", "--limit", "8", "--input-size", "8", "--stem", "cifar",
                                      "--batch-size", "8", "--epochs", "1", "--device", "cpu",
                                      "--compare", "fp32,amp", "--out", out])
     assert result.returncode == 0, result.stderr
