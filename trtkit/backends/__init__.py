@@ -7,7 +7,7 @@ and says why.
 
 import importlib
 
-from trtkit.errors import InputError
+from trtkit.errors import InputError, MissingDependency
 
 # name -> "module:Class"; order of preference for --backend auto
 REGISTRY = [
@@ -50,10 +50,12 @@ def select_backend(name="auto"):
         except InputError:
             continue
         if getattr(backend, "auto_selectable", True) is False:
+            skipped.append("{}: {}".format(registered, getattr(backend, "auto_skip_reason", "not picked by auto")))
             continue
         usable, reason = backend.availability()
         if usable:
             why = reason if not skipped else "{} ({})".format(reason, "; ".join(skipped))
             return backend, why
         skipped.append("{}: {}".format(registered, reason))
-    raise InputError("no usable backend: " + "; ".join(skipped), hint="pip install 'trtkit[cpu]' for ONNX Runtime")
+    # ONNX Runtime is the embedded default: when nothing is usable, the missing package is the fix.
+    raise MissingDependency("no usable backend: " + "; ".join(skipped))

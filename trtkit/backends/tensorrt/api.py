@@ -1,0 +1,266 @@
+"""The API bridge: one place that knows how TensorRT 8.2 ... 11.x and TensorRT-RTX differ.
+
+Every version-dependent choice is made by testing for an attribute with
+``has(obj, name)``, never by reading a version string. ``API_TABLE`` records,
+as data, which API style has which attribute (from NVIDIA's docs, summarized
+in the project's TRT_NOTES); ``tests/test_tensorrt_api.py`` scans this package
+with ``ast`` and checks that each attribute it touches exists in every API style
+that can reach that line, and checks the "rtx" column against the real
+``tensorrt_rtx`` module.
+"""
+
+import importlib
+
+from trtkit.deps import require
+from trtkit.errors import InputError
+
+STYLES = ("8.2", "8.5", "10", "11", "rtx")
+ALL = STYLES
+_V8 = ("8.2", "8.5")
+_TO_10 = ("8.2", "8.5", "10")
+_FROM_85 = ("8.5", "10", "11", "rtx")
+_STRONG = ("10", "11", "rtx")
+
+# attribute name -> (where it lives, API styles that have it). "module" is the tensorrt module itself.
+API_TABLE = {
+    "__version__": ("module", ALL), "Logger": ("module", ALL), "Builder": ("module", ALL),
+    "Runtime": ("module", ALL), "OnnxParser": ("module", ALL), "BuilderFlag": ("module", ALL),
+    "NetworkDefinitionCreationFlag": ("module", ALL), "MemoryPoolType": ("module", _FROM_85),
+    "IInt8EntropyCalibrator2": ("module", _TO_10), "DeviceType": ("module", ALL),
+    "ComputeCapability": ("module", ("rtx",)), "DataType": ("module", ALL), "nptype": ("module", ALL),
+    "TensorIOMode": ("module", _FROM_85),
+    "WARNING": ("Logger", ALL),
+    "FP16": ("BuilderFlag", _TO_10), "INT8": ("BuilderFlag", _TO_10), "GPU_FALLBACK": ("BuilderFlag", ALL),
+    "EXPLICIT_BATCH": ("NetworkDefinitionCreationFlag", _TO_10),
+    "STRONGLY_TYPED": ("NetworkDefinitionCreationFlag", _STRONG),
+    "WORKSPACE": ("MemoryPoolType", _FROM_85), "DLA": ("DeviceType", ALL), "INPUT": ("TensorIOMode", _FROM_85),
+    # Builder
+    "create_network": ("Builder", ALL), "create_builder_config": ("Builder", ALL),
+    "create_optimization_profile": ("Builder", ALL), "build_serialized_network": ("Builder", ALL),
+    "num_DLA_cores": ("Builder", ALL),
+    "platform_has_fast_fp16": ("Builder", _TO_10), "platform_has_fast_int8": ("Builder", _TO_10),
+    # IBuilderConfig
+    "max_workspace_size": ("IBuilderConfig", _V8), "set_memory_pool_limit": ("IBuilderConfig", _FROM_85),
+    "set_flag": ("IBuilderConfig", ALL), "add_optimization_profile": ("IBuilderConfig", ALL),
+    "create_timing_cache": ("IBuilderConfig", ALL), "set_timing_cache": ("IBuilderConfig", ALL),
+    "get_timing_cache": ("IBuilderConfig", ALL), "int8_calibrator": ("IBuilderConfig", _TO_10),
+    "set_calibration_profile": ("IBuilderConfig", _TO_10),
+    "default_device_type": ("IBuilderConfig", ALL), "DLA_core": ("IBuilderConfig", ALL),
+    "num_compute_capabilities": ("IBuilderConfig", ("rtx",)), "set_compute_capability": ("IBuilderConfig", ("rtx",)),
+    # ITimingCache (also IHostMemory, ICudaEngine)
+    "serialize": ("ITimingCache", ALL),
+    # INetworkDefinition, ITensor, IOptimizationProfile, OnnxParser
+    "num_inputs": ("INetworkDefinition", ALL), "num_outputs": ("INetworkDefinition", ALL),
+    "get_input": ("INetworkDefinition", ALL), "get_output": ("INetworkDefinition", ALL),
+    "name": ("ITensor", ALL), "shape": ("ITensor", ALL), "dtype": ("ITensor", ALL),
+    "set_shape": ("IOptimizationProfile", ALL),
+    "parse": ("OnnxParser", ALL), "num_errors": ("OnnxParser", ALL), "get_error": ("OnnxParser", ALL),
+    # Runtime, ICudaEngine
+    "deserialize_cuda_engine": ("Runtime", ALL), "create_execution_context": ("ICudaEngine", ALL),
+    "num_io_tensors": ("ICudaEngine", _FROM_85), "get_tensor_name": ("ICudaEngine", _FROM_85),
+    "get_tensor_mode": ("ICudaEngine", _FROM_85), "get_tensor_dtype": ("ICudaEngine", _FROM_85),
+    "get_tensor_profile_shape": ("ICudaEngine", _FROM_85),
+    "num_bindings": ("ICudaEngine", _V8), "get_binding_name": ("ICudaEngine", _V8),
+    "binding_is_input": ("ICudaEngine", _V8), "get_binding_dtype": ("ICudaEngine", _V8),
+    "get_profile_shape": ("ICudaEngine", _V8),
+    # IExecutionContext (get_tensor_shape / get_binding_shape exist on the engine too, same styles)
+    "get_tensor_shape": ("IExecutionContext", _FROM_85), "get_binding_shape": ("IExecutionContext", _V8),
+    "set_input_shape": ("IExecutionContext", _FROM_85), "set_tensor_address": ("IExecutionContext", _FROM_85),
+    "execute_async_v3": ("IExecutionContext", _FROM_85),
+    "set_binding_shape": ("IExecutionContext", _V8), "execute_async_v2": ("IExecutionContext", _V8),
+}
+
+
+def styles_having(name):
+    """The API styles that have attribute ``name`` (empty when the table does not know it)."""
+    entry = API_TABLE.get(name)
+    return set(entry[1]) if entry else set()
+
+
+FLAVOURS = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx"}
+
+
+def has(obj, name):
+    """Feature test used for every version-dependent branch (see the module docstring)."""
+    return hasattr(obj, name)
+
+
+def load(flavour):
+    """Import the TensorRT module of ``flavour`` ("tensorrt" or "tensorrt-rtx")."""
+    return require(FLAVOURS[flavour], "the {} backend".format(flavour))
+
+
+def try_load(flavour):
+    """The module, or None when it does not import (a broken install raises more than ImportError)."""
+    try:
+        return importlib.import_module(FLAVOURS[flavour])
+    except Exception:
+        return None
+
+
+def version_tuple(trt):
+    """(major, minor, patch, build) as integers, for records and comparisons (never compare strings)."""
+    parts = []
+    for piece in str(trt.__version__).split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def strongly_typed_only(trt):
+    """True where precision can only come from the ONNX graph (no FP16/INT8 builder flags: 11.x, RTX)."""
+    return not has(trt.BuilderFlag, "FP16")
+
+
+def network_flags(trt):
+    """Flags for ``create_network``: explicit batch where it exists, strongly typed where flags are gone."""
+    flags = 0
+    kinds = trt.NetworkDefinitionCreationFlag
+    if strongly_typed_only(trt):
+        if has(kinds, "STRONGLY_TYPED"):
+            flags |= 1 << int(kinds.STRONGLY_TYPED)
+    elif has(kinds, "EXPLICIT_BATCH"):
+        flags |= 1 << int(kinds.EXPLICIT_BATCH)
+    return flags
+
+
+def set_workspace(trt, config, nbytes):
+    if has(config, "set_memory_pool_limit"):
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(nbytes))
+    elif has(config, "max_workspace_size"):
+        config.max_workspace_size = int(nbytes)
+
+
+def set_precision_flags(trt, config, precision):
+    """Weakly typed builds (8.x-10.x): FP16 for fp16; INT8 plus FP16 for the non-quantized layers of int8."""
+    flags = trt.BuilderFlag
+    names = []
+    if precision in ("fp16", "int8") and has(flags, "FP16"):
+        config.set_flag(flags.FP16)
+        names.append("FP16")
+    if precision == "int8" and has(flags, "INT8"):
+        config.set_flag(flags.INT8)
+        names.append("INT8")
+    return names
+
+
+def fast_precision(builder):
+    """{"fp16": bool|None, "int8": bool|None}: None where the query does not exist (11.x, RTX)."""
+    result = {"fp16": None, "int8": None}
+    if has(builder, "platform_has_fast_fp16"):
+        result["fp16"] = bool(builder.platform_has_fast_fp16)
+    if has(builder, "platform_has_fast_int8"):
+        result["int8"] = bool(builder.platform_has_fast_int8)
+    return result
+
+
+def supports_calibrator(trt):
+    return has(trt, "IInt8EntropyCalibrator2")
+
+
+def set_calibrator(config, calibrator, profile=None):
+    """Implicit INT8 (TensorRT <= 10); with a dynamic batch the calibration runs at the profile's OPT shape."""
+    if not has(config, "int8_calibrator"):
+        raise InputError("this TensorRT has no INT8 calibrators", hint="use the Q/DQ INT8 path (the default)")
+    config.int8_calibrator = calibrator
+    if profile is not None and has(config, "set_calibration_profile"):
+        config.set_calibration_profile(profile)
+
+
+def set_compute_capabilities(trt, config, targets):
+    """RTX only: build for the given SM targets (["8.6", "8.9"] or ["current"])."""
+    if not has(config, "set_compute_capability"):
+        raise InputError("--compute-capability is a TensorRT-RTX option",
+                         hint="TensorRT builds for the GPU it runs on; drop the option")
+    members = []
+    for target in targets:
+        key = "CURRENT" if target == "current" else "SM" + target.replace(".", "")
+        member = getattr(trt.ComputeCapability, key, None)
+        if member is None:
+            raise InputError("TensorRT-RTX {} cannot target compute capability {}".format(trt.__version__, target),
+                             hint="choose from " + ", ".join(sorted(trt.ComputeCapability.__members__)))
+        members.append(member)
+    config.num_compute_capabilities = len(members)
+    for index, member in enumerate(members):
+        config.set_compute_capability(member, index)
+
+
+def set_dla(trt, builder, config, core):
+    available = int(builder.num_DLA_cores)
+    if core >= available:
+        raise InputError("DLA core {} requested, this device has {}".format(core, available),
+                         hint="DLA exists on Jetson Xavier and Orin; drop --dla-core elsewhere")
+    config.default_device_type = trt.DeviceType.DLA
+    config.DLA_core = int(core)
+    config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+
+
+def network_io(network):
+    """(inputs, outputs) as lists of (name, shape tuple, DataType) of a parsed network."""
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    outputs = [network.get_output(i) for i in range(network.num_outputs)]
+    return ([(tensor.name, tuple(tensor.shape), tensor.dtype) for tensor in inputs],
+            [(tensor.name, tuple(tensor.shape), tensor.dtype) for tensor in outputs])
+
+
+def engine_io(trt, engine):
+    """[(name, is_input, shape tuple, numpy dtype name)] for every I/O tensor of an engine."""
+    result = []
+    if has(engine, "num_io_tensors"):
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+            result.append((name, is_input, tuple(engine.get_tensor_shape(name)),
+                           dtype_name(trt, engine.get_tensor_dtype(name))))
+    elif has(engine, "num_bindings"):
+        for i in range(engine.num_bindings):
+            result.append((engine.get_binding_name(i), bool(engine.binding_is_input(i)),
+                           tuple(engine.get_binding_shape(i)), dtype_name(trt, engine.get_binding_dtype(i))))
+    return result
+
+
+def profile_shape(engine, name, index):
+    """(min, opt, max) shapes of input ``name`` (binding ``index`` on 8.2) in profile 0."""
+    if has(engine, "get_tensor_profile_shape"):
+        return tuple(tuple(s) for s in engine.get_tensor_profile_shape(name, 0))
+    if has(engine, "get_profile_shape"):
+        return tuple(tuple(s) for s in engine.get_profile_shape(0, index))
+    return None
+
+
+def dtype_name(trt, dtype):
+    import numpy as np
+    return np.dtype(trt.nptype(dtype)).name
+
+
+def uses_tensor_names(context):
+    """The tensor-name API (``execute_async_v3``) is there from 8.5; 8.2 has bindings only."""
+    return has(context, "execute_async_v3")
+
+
+def set_input_shape(context, name, index, shape):
+    if has(context, "set_input_shape"):
+        return context.set_input_shape(name, tuple(shape))
+    if has(context, "set_binding_shape"):
+        return context.set_binding_shape(index, tuple(shape))
+    return False
+
+
+def output_shape(context, name, index):
+    """An output's shape once the input shapes are set."""
+    if has(context, "get_tensor_shape"):
+        return tuple(context.get_tensor_shape(name))
+    if has(context, "get_binding_shape"):
+        return tuple(context.get_binding_shape(index))
+    return None
+
+
+def execute(context, addresses, names, stream_handle):
+    """Run one batch: tensor addresses by name (8.5+) or the bindings list (8.2)."""
+    if has(context, "execute_async_v3"):
+        for name, address in zip(names, addresses):
+            context.set_tensor_address(name, int(address))
+        return context.execute_async_v3(stream_handle)
+    if has(context, "execute_async_v2"):
+        return context.execute_async_v2([int(a) for a in addresses], stream_handle)
+    raise InputError("this TensorRT has neither execute_async_v3 nor execute_async_v2")

@@ -1,0 +1,76 @@
+"""The two registry entries: ``tensorrt`` (8.2 ... 11.x) and ``tensorrt-rtx``.
+
+TensorRT needs its GPU to build. TensorRT-RTX builds ahead of time without one
+(engines are then recorded as built, not run), but ``--backend auto`` picks it
+only on a GPU it supports, so a machine with no GPU gets ONNX Runtime.
+"""
+
+from trtkit.backends.base import Backend
+from trtkit.backends.tensorrt import api, gpu as gpu_probe
+from trtkit.errors import InputError
+
+RTX_MIN_CC = (7, 5)
+
+
+class TensorRTBackend(Backend):
+    name = "tensorrt"
+    flavour = "tensorrt"
+    int8_encoding = "tensorrt"
+    artifact_suffix = ".engine"
+
+    def availability(self):
+        trt = api.try_load(self.flavour)
+        if trt is None:
+            return False, "{} does not import ({})".format(api.FLAVOURS[self.flavour], _install(self.flavour))
+        gpu = gpu_probe.probe()
+        if gpu is None:
+            return False, "{} {} is installed but there is no NVIDIA GPU".format(self.flavour, trt.__version__)
+        return True, "{} {} on {} (SM {})".format(self.flavour, trt.__version__, gpu["name"],
+                                                  gpu["compute_capability"])
+
+    def build(self, onnx_path, precision, out_path, options=None):
+        options = options or {}
+        if options.get("via") == "torch2trt":
+            from trtkit.backends.tensorrt.torch2trt_path import build_with_torch2trt
+            return build_with_torch2trt(self.flavour, precision, out_path, options)
+        if options.get("via") not in (None, "onnx"):
+            raise InputError("unknown --via {}".format(options.get("via")), hint="use onnx or torch2trt")
+        from trtkit.backends.tensorrt.builder import build_engine
+        return build_engine(self.flavour, onnx_path, precision, out_path, options)
+
+    def runner(self, artifact_path, options=None):
+        from trtkit.backends.tensorrt.runner import TensorRTRunner
+        return TensorRTRunner(artifact_path, self.flavour, options)
+
+
+class TensorRTRTXBackend(TensorRTBackend):
+    name = "tensorrt-rtx"
+    flavour = "tensorrt-rtx"
+
+    @property
+    def auto_selectable(self):
+        """auto picks TensorRT-RTX only where it can also run the engines: an RTX-class GPU."""
+        gpu = gpu_probe.probe()
+        return gpu is not None and gpu_probe.cc_tuple(gpu["compute_capability"]) >= RTX_MIN_CC
+
+    @property
+    def auto_skip_reason(self):
+        gpu = gpu_probe.probe()
+        where = "no NVIDIA GPU here" if gpu is None else "{} (SM {}) is older than Turing".format(
+            gpu["name"], gpu["compute_capability"])
+        return "{}: engines could be built but not run (--backend tensorrt-rtx builds them anyway)".format(where)
+
+    def availability(self):
+        trt = api.try_load(self.flavour)
+        if trt is None:
+            return False, "{} does not import ({})".format(api.FLAVOURS[self.flavour], _install(self.flavour))
+        gpu = gpu_probe.probe()
+        if gpu is None:
+            return True, "TensorRT-RTX {} builds ahead of time; no GPU here, so engines are built, not run".format(
+                trt.__version__)
+        return True, "TensorRT-RTX {} on {} (SM {})".format(trt.__version__, gpu["name"], gpu["compute_capability"])
+
+
+def _install(flavour):
+    from trtkit.deps import install_hint
+    return install_hint(api.FLAVOURS[flavour])
