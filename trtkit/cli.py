@@ -21,6 +21,7 @@ COMMANDS = [
     "trtkit.commands.build",
     "trtkit.commands.calibrate",
     "trtkit.commands.export_triton",
+    "trtkit.commands.train",
     "trtkit.commands.bench",
 ]
 

@@ -14,7 +14,7 @@ from trtkit.fileio import cache_dir
 SAMPLE_ARCH = "resnet18"
 SAMPLE_SIZE = 64
 SAMPLE_EPOCHS = 6
-RECIPE_VERSION = 1  # bump when the recipe changes, so caches retrain
+RECIPE_VERSION = 2  # bump when the recipe changes, so caches retrain (2: trtkit.training loop)
 
 
 def sample_checkpoint_path():
@@ -31,14 +31,16 @@ def sample_model(retrain=False):
         except Exception as exc:  # a corrupt cache is rebuilt, not fatal
             log.warn("the cached sample model is unreadable ({}); training it again".format(exc))
     from trtkit.data import load_images
-    from trtkit.train import fit
+    from trtkit.training import TrainConfig, fit, seed_everything
+    seed_everything(0)
     model = create_model(SAMPLE_ARCH, num_classes=10, input_size=SAMPLE_SIZE)
     train_set = load_images("sample", model.input_contract, split="train")
     heldout = load_images("sample", model.input_contract, split="heldout")
     log.info("training the sample model: {} on {} digits images at {}x{} (first run only; cached in {})".format(
         SAMPLE_ARCH, len(train_set), SAMPLE_SIZE, SAMPLE_SIZE, os.path.dirname(path)))
-    history = fit(model, train_set, heldout, epochs=SAMPLE_EPOCHS, batch_size=64, lr=0.05,
-                  label="training sample model")
+    config = TrainConfig(model=SAMPLE_ARCH, data="sample", input_size=SAMPLE_SIZE, epochs=SAMPLE_EPOCHS,
+                         batch_size=64, lr=0.05, mode="fp32", device="cpu")
+    history = fit(model, train_set, heldout, config=config, label="training sample model").history
     accuracy = history[-1].get("accuracy")
     log.info("sample model held-out accuracy: {:.2%}".format(accuracy))
     save_checkpoint(model, path, extra_meta={"dataset": "sample", "accuracy": accuracy, "mode": "fp32",

@@ -1,0 +1,237 @@
+"""Precision modes: what runs in 16 bits, what stays in FP32, and where each mode makes sense.
+
+* ``fp32``: the baseline.
+* ``amp``: autocast. On CUDA, FP16 with dynamic loss scaling (torch's
+  GradScaler). On a CPU, BF16 autocast where the CPU has native BF16
+  (AVX512-BF16 / AMX); elsewhere BF16 would be emulated and slower than FP32,
+  so trtkit refuses and says why.
+* ``bf16``: BF16 autocast on GPUs that have it (Ampere and newer) or on a CPU
+  with native BF16. No loss scaling: BF16 keeps FP32's exponent range.
+* ``half``: the manual recipe that predates autocast (apex O2 style): the
+  model in FP16 except BatchNorm (its statistics overflow/underflow in FP16),
+  FP32 master copies of every FP16 weight for the optimizer, dynamic loss
+  scaling. On CPU it runs but PyTorch has no fast FP16 convolution kernels
+  there: it is for checking the recipe, not for speed.
+
+``channels_last`` (NHWC) is an option on top of any mode: Tensor Cores prefer it.
+"""
+
+import contextlib
+
+from trtkit import log
+from trtkit.deps import require
+from trtkit.errors import DeviceUnavailable, InputError
+
+MODES = ("fp32", "amp", "bf16", "half")
+
+NO_CPU_BF16 = ("this CPU has no native BF16 instructions (AVX512-BF16 or AMX): BF16 autocast would emulate "
+               "every BF16 operation in FP32 arithmetic plus conversions, so training would be slower than fp32")
+
+
+def parse_modes(text):
+    """'fp32,amp' -> ['fp32', 'amp'] with validation."""
+    names = [m.strip().lower() for m in str(text).split(",") if m.strip()]
+    if not names:
+        raise InputError("no precision mode given", hint="use one or more of " + ",".join(MODES))
+    for name in names:
+        if name not in MODES:
+            raise InputError("unknown precision mode '{}'".format(name), hint="use one of " + ", ".join(MODES))
+    if len(set(names)) != len(names):
+        raise InputError("a precision mode is listed twice in '{}'".format(text))
+    return names
+
+
+def pick_device(device="auto"):
+    torch = require("torch", "training")
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise DeviceUnavailable("--device {} asked for, but torch sees no CUDA GPU".format(device),
+                                hint="use --device cpu, or install a CUDA build of torch")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise InputError("unknown device '{}'".format(device), hint="use auto, cpu or cuda")
+    return device
+
+
+def cpu_bf16_native():
+    """True when this CPU executes BF16 natively (oneDNN's own check, else /proc/cpuinfo flags)."""
+    torch = require("torch", "training")
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:
+        pass
+    try:
+        with open("/proc/cpuinfo") as handle:
+            flags = handle.read()
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+    except (IOError, OSError):
+        return False
+
+
+def cuda_bf16_supported():
+    torch = require("torch", "training")
+    try:
+        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    except Exception:
+        return False
+
+
+def mode_unavailable_reason(mode, device):
+    """None when ``mode`` can train on ``device``, else the sentence saying why not."""
+    cuda = device.startswith("cuda")
+    if mode in ("amp", "bf16") and not cuda and not cpu_bf16_native():
+        return "{} on CPU means BF16 autocast, and {}".format(mode, NO_CPU_BF16)
+    if mode == "bf16" and cuda and not cuda_bf16_supported():
+        return "this GPU has no BF16 support (it needs compute capability 8.0+, Ampere or newer); use amp (FP16)"
+    return None
+
+
+class Precision(object):
+    """One precision mode on one device: autocast, model preparation, master weights, scaler."""
+
+    def __init__(self, mode, device="cpu", channels_last=False, init_scale=2.0 ** 16, growth_interval=2000):
+        torch = require("torch", "training")
+        if mode not in MODES:
+            raise InputError("unknown precision mode '{}'".format(mode), hint="use one of " + ", ".join(MODES))
+        reason = mode_unavailable_reason(mode, device)
+        if reason:
+            raise DeviceUnavailable(reason, hint="use --mode fp32 here, or train on a machine that has it")
+        self.mode = mode
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.channels_last = bool(channels_last)
+        self.init_scale = init_scale
+        self.growth_interval = growth_interval
+        self.autocast_dtype = None
+        if mode == "amp":
+            self.autocast_dtype = torch.float16 if self.cuda else torch.bfloat16
+        elif mode == "bf16":
+            self.autocast_dtype = torch.bfloat16
+        self.model_dtype = torch.float16 if mode == "half" else torch.float32
+        self._pairs = []  # (fp16 model parameter, fp32 master copy) for the half recipe
+        self._names = {}
+
+    # ------------------------------------------------------------------ description
+    def describe(self):
+        if self.mode == "fp32":
+            return "FP32"
+        if self.mode == "half":
+            return "FP16 model, BatchNorm FP32, FP32 master weights, dynamic loss scaling"
+        dtype = "FP16" if self.autocast_dtype is not None and "16" in str(self.autocast_dtype) and \
+            "bfloat" not in str(self.autocast_dtype) else "BF16"
+        return "{} autocast{}".format(dtype, ", dynamic loss scaling" if self.needs_scaling else "")
+
+    @property
+    def needs_scaling(self):
+        return self.mode == "half" or (self.mode == "amp" and self.cuda)
+
+    def warnings(self):
+        """Sentences worth telling the user before training starts."""
+        notes = []
+        if self.mode == "half" and not self.cuda:
+            notes.append("the half recipe on CPU: PyTorch has no fast FP16 convolution kernels for CPUs, so it runs "
+                         "far slower than fp32 (use it here to check the recipe; it pays off on CUDA GPUs)")
+        if self.mode in ("amp", "bf16") and not self.cuda:
+            notes.append("{} on CPU = BF16 autocast (no loss scaling: BF16 has FP32's range); whether it beats fp32 "
+                         "depends on the CPU's BF16 kernels: compare with --compare fp32,{}".format(self.mode, self.mode))
+        return notes
+
+    # ------------------------------------------------------------------ model
+    def prepare(self, model):
+        """Move/cast ``model`` for this mode; returns the parameters the optimizer must own.
+
+        For ``half``: every weight goes to FP16 except BatchNorm's (parameters
+        and running statistics stay FP32), and the optimizer gets FP32 master
+        copies of the FP16 weights. Call it after loading weights in FP32.
+        """
+        torch = require("torch", "training")
+        model.to(self.device)
+        if self.channels_last:
+            model.to(memory_format=torch.channels_last)
+        params = []
+        if self.mode == "half":
+            batchnorm = torch.nn.modules.batchnorm._BatchNorm
+            masters = {}
+            for name, p in model.named_parameters():
+                masters[name] = p.detach().clone().float()
+            for module in model.modules():
+                if not isinstance(module, batchnorm):
+                    for p in module.parameters(recurse=False):
+                        p.data = p.data.half()
+                    for key, buf in module._buffers.items():
+                        if buf is not None and buf.is_floating_point():
+                            module._buffers[key] = buf.half()
+            self._pairs = []
+            self._names = {}
+            for name, p in model.named_parameters():
+                if p.dtype == torch.float16:
+                    master = torch.nn.Parameter(masters[name], requires_grad=True)
+                    self._pairs.append((p, master))
+                    self._names[name] = master
+                    params.append(master)
+                else:
+                    params.append(p)  # BatchNorm: already FP32, optimized in place
+        else:
+            params = list(model.parameters())
+        return params
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return _null()
+        torch = require("torch", "training")
+        return torch.autocast(device_type="cuda" if self.cuda else "cpu", dtype=self.autocast_dtype)
+
+    def inputs(self, images):
+        """Put a float32 batch into the layout and dtype the prepared model expects."""
+        torch = require("torch", "training")
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.mode == "half":
+            images = images.half()
+        return images
+
+    def make_scaler(self):
+        from trtkit.training.scaler import DynamicLossScaler, NoScaler, TorchGradScaler
+        if self.mode == "half":
+            return DynamicLossScaler(init_scale=self.init_scale, growth_interval=self.growth_interval)
+        if self.mode == "amp" and self.cuda:
+            return TorchGradScaler(init_scale=self.init_scale, growth_interval=self.growth_interval)
+        return NoScaler()
+
+    def after_backward(self):
+        """half: hand the FP16 gradients to the FP32 master weights (unscaling happens there, in FP32)."""
+        for p, master in self._pairs:
+            master.grad = None if p.grad is None else p.grad.detach().float()
+            p.grad = None
+
+    def after_step(self):
+        """half: copy the updated FP32 masters back into the FP16 model."""
+        torch = require("torch", "training")
+        with torch.no_grad():
+            for p, master in self._pairs:
+                p.copy_(master)
+
+    def fp32_state_dict(self, model):
+        """The model's weights in FP32 (masters for ``half``), contiguous: what a checkpoint stores."""
+        state = {}
+        for name, value in model.state_dict().items():
+            if name in self._names:
+                value = self._names[name]
+            value = value.detach()
+            if value.is_floating_point():
+                value = value.float()
+            state[name] = value.cpu().contiguous().clone()
+        return state
+
+
+@contextlib.contextmanager
+def _null():
+    yield
+
+
+def check_mode(mode, device):
+    """Raise DeviceUnavailable with the reason when ``mode`` cannot train on ``device``."""
+    reason = mode_unavailable_reason(mode, device)
+    if reason:
+        raise DeviceUnavailable(reason, hint="use --mode fp32 here")
+    log.debug("mode {} is available on {}".format(mode, device))

@@ -1,0 +1,54 @@
+"""One training run from a TrainConfig: data, model, fit, checkpoint and metrics in OUT.
+
+This is what ``trtkit train`` calls; ``--resume`` rebuilds the run from the
+config stored in the checkpoint so it continues on exactly the same path.
+"""
+
+import os
+
+from trtkit import log
+from trtkit.deps import require
+
+
+def prepare_run(config):
+    """(model, train set, held-out set, class names, device) for ``config``, seeded."""
+    from trtkit.models import InputContract, create_model, check_model_name
+    from trtkit.training.loop import seed_everything
+    from trtkit.training.modes import check_mode, pick_device
+    from trtkit.training.sources import default_input_size, load_splits
+    require("torch", "training")
+    check_model_name(config.model)
+    device = pick_device(config.device)
+    check_mode(config.mode, device)  # before minutes of data loading
+    size = int(config.input_size or default_input_size(config.data))
+    stem = config.stem or ("cifar" if size <= 32 else "imagenet")
+    train_set, heldout, names = load_splits(config.data, InputContract(size=size), limit=config.limit)
+    seed_everything(config.seed)
+    model = create_model(config.model, num_classes=len(names), stem=stem, input_size=size)
+    return model, train_set, heldout, names, device
+
+
+def run_training(config, out_dir, resume_path=None, stop_after=None, callback=None, label=None):
+    """Train per ``config`` into ``out_dir`` (or resume ``resume_path``); returns a TrainResult."""
+    from trtkit.training.checkpoint import load_training_checkpoint
+    from trtkit.training.config import TrainConfig
+    from trtkit.training.loop import fit
+    resume = None
+    if resume_path:
+        state, _, training = load_training_checkpoint(resume_path)
+        saved = TrainConfig.from_dict(training["config"])
+        if int(training["epoch"]) >= saved.epochs:
+            log.info("{} already finished all {} epochs".format(resume_path, saved.epochs))
+        config = saved
+        resume = (state, training)
+        log.info("resuming {} after epoch {}/{} ({} mode)".format(resume_path, training["epoch"], saved.epochs,
+                                                                 saved.mode))
+    model, train_set, heldout, names, device = prepare_run(config)
+    if not os.path.isdir(out_dir):
+        os.makedirs(out_dir)
+    log.info("training {} ({} stem, {}x{}) on {}: {} train / {} held-out images, {} classes, mode {} on {}".format(
+        config.model, model.stem, model.input_contract.size, model.input_contract.size, config.data, len(train_set),
+        len(heldout), len(names), config.mode, device))
+    return fit(model, train_set, heldout, config=config, out_dir=out_dir, resume=resume, callback=callback,
+               label=label or "training {} [{}]".format(config.model, config.mode), stop_after=stop_after,
+               class_names=names, device=device)
