@@ -14,9 +14,6 @@ from conftest import ROOT
 DOCKERFILES = ["docker/desktop/Dockerfile", "docker/jetson/Dockerfile"]
 SHELL_SCRIPTS = ["docker/desktop/build.sh", "docker/desktop/run.sh", "docker/jetson/build.sh", "docker/jetson/run.sh"]
 # commands written by other issues: checked like the rest once they exist in this checkout
-PENDING = {"trtkit bench": "the benchmarker (trtkit/commands/bench.py)",
-           "scripts/benchmark.py": "the benchmarker", "scripts/train.py": "training",
-           "trtkit train": "training (trtkit/commands/train.py)"}
 
 
 def instructions(path):
@@ -46,7 +43,7 @@ def command_references(text):
 
 def test_copy_sources_and_commands_exist():
     known = cli_commands()
-    missing, pending, checked = [], [], 0
+    missing, checked = [], 0
     for path in DOCKERFILES:
         for word, arg in instructions(path):
             if word in ("COPY", "ADD"):
@@ -63,7 +60,7 @@ def test_copy_sources_and_commands_exist():
                     exists = (ref.split()[1] in known) if ref.startswith("trtkit ") else \
                         os.path.isfile(os.path.join(ROOT, ref))
                     if not exists:
-                        (pending if ref in PENDING else missing).append("{}: {}".format(path, ref))
+                        missing.append("{}: {}".format(path, ref))
         cmd = [arg for word, arg in instructions(path) if word == "CMD"]
         assert cmd == ['["trtkit", "bench"]'], "{}: the default command is the FPS benchmark".format(path)
     for path in SHELL_SCRIPTS:
@@ -75,9 +72,6 @@ def test_copy_sources_and_commands_exist():
                 missing.append("{}: {}".format(path, ref))
     assert checked >= 8
     assert missing == []
-    if pending:
-        pytest.skip("waiting for other issues' commands: " + "; ".join(
-            "{} ({})".format(p, PENDING[p.split(": ", 1)[1]]) for p in pending))
 
 
 def test_jetson_takes_tensorrt_and_torch_from_jetpack():
