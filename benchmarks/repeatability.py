@@ -5,7 +5,7 @@ The target is under 10 % between runs on the median (FPS and latency p50) on
 a quiet machine. Prints one line per variant and batch, then the worst spread.
 
     python benchmarks/repeatability.py [--manifest build/engines] [--runs 2] [--seconds 2]
-        [--backends onnxruntime] [--batch-sizes 8] [--threads 1]
+        [--backends onnxruntime] [--batch-sizes 8] [--threads 1] [--repeats 3]
 """
 
 import argparse
@@ -30,11 +30,12 @@ def main():
     parser.add_argument("--backends", default="onnxruntime,torch")
     parser.add_argument("--torch-modes", default="fp32")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the usable cores)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved windows per figure (default: 3)")
     args = parser.parse_args()
     manifest = load_manifest(args.manifest)
     options = BenchOptions(batch_sizes=[int(b) for b in args.batch_sizes.split(",")], seconds=args.seconds,
                            warmup=0.5, min_iterations=20, agree_images=0,
-                           threads=args.threads)
+                           threads=args.threads, repeats=args.repeats)
     images, _ = load_bench_images(manifest, count=64)
     device = device_record()
     print("device: " + describe(device))

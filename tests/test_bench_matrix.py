@@ -186,3 +186,27 @@ def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
     assert [r["backend"] for r in rows] == ["tensorrt-rtx", "torch2trt"]
     assert all(r["status"] == "skipped" and r["reason"] for r in rows)
     assert "torch2trt" in rows[1]["reason"]
+
+
+def test_interleaved_passes_pool_their_samples():
+    """--repeats: the figures of a variant come from the samples of every pass together."""
+    from trtkit.bench.matrix import merge_passes, set_figures
+    from trtkit.bench.timing import Stats
+
+    def row(samples, status="ok"):
+        cell = {"variant": "v", "batch": 4, "status": status}
+        if status == "ok":
+            set_figures(cell, "latency", Stats(samples), 4)
+            set_figures(cell, "throughput", Stats(samples), 4)
+        return cell
+
+    merged = merge_passes([[row([0.010] * 5)], [row([0.010] * 5)], [row([0.030] * 5)]], max_cv=0.10)
+    assert len(merged) == 1
+    figure = merged[0]
+    assert figure["passes"] == 3 and figure["latency_ms"]["count"] == 15
+    assert abs(figure["latency_ms"]["median"] - 10.0) < 1e-9  # the slow pass does not move the median
+    assert abs(figure["fps"] - 400.0) < 1e-6
+    assert any("unstable" in w for w in figure["warnings"])  # but its spread is reported
+    assert "_stats" not in figure
+    failed = merge_passes([[row([0.01] * 3)], [row(None, status="oom")]], max_cv=0.10)
+    assert failed[0]["status"] == "skipped"

@@ -14,7 +14,6 @@ import pytest
 from conftest import run_cli
 from trtkit.data import ImageSet
 from trtkit.errors import InputError, VerificationFailed
-from trtkit.models import InputContract
 
 CALIB_IMAGES = 64
 

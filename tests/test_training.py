@@ -7,7 +7,6 @@ the >=97% accuracy acceptance is measured by the command in docs/training.md.
 import json
 import os
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -15,10 +15,8 @@ import shutil
 import tempfile
 import time
 
-import numpy as np
-
-from trtkit import __version__, log
-from trtkit.errors import DeviceUnavailable, InputError, TrtkitError
+from trtkit import log
+from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.fileio import human_bytes, sha256_file
 from trtkit.manifest import new_manifest, save_manifest
 from trtkit.precision import PRECISIONS

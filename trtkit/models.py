@@ -231,8 +231,11 @@ def _unwrap_state_dict(obj, path):
     return tensors
 
 
-def read_checkpoint(path):
-    """Load a checkpoint file safely; returns (state_dict, metadata dict)."""
+def load_checkpoint_payload(path):
+    """``torch.load`` a checkpoint file safely (``weights_only`` where torch has it), on the CPU.
+
+    Returns whatever was saved; one clear InputError for a missing, corrupt or unsafe file.
+    """
     torch = require("torch", "loading a checkpoint")
     if not os.path.isfile(path):
         raise InputError("checkpoint not found: {}".format(path), hint="check the path")
@@ -244,13 +247,22 @@ def read_checkpoint(path):
     except (ValueError, TypeError):
         pass
     try:
-        obj = torch.load(path, **kwargs)
+        return torch.load(path, **kwargs)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
         raise InputError("cannot read checkpoint {}: {}".format(path, first[:200]),
                          hint="the file is corrupt, truncated or not a PyTorch checkpoint")
-    meta = obj.get("trtkit", {}) if isinstance(obj, dict) and isinstance(obj.get("trtkit"), dict) else {}
-    return _unwrap_state_dict(obj, path), meta
+
+
+def checkpoint_parts(payload, path):
+    """(state_dict, trtkit metadata dict) of a loaded checkpoint payload."""
+    meta = payload.get("trtkit", {}) if isinstance(payload, dict) and isinstance(payload.get("trtkit"), dict) else {}
+    return _unwrap_state_dict(payload, path), meta
+
+
+def read_checkpoint(path):
+    """Load a checkpoint file safely; returns (state_dict, metadata dict)."""
+    return checkpoint_parts(load_checkpoint_payload(path), path)
 
 
 def infer_num_classes(state_dict):

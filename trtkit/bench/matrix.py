@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from trtkit import log
-from trtkit.bench.timing import (DEFAULT_MAX_CV, CudaEventTimer, HostTimer, make_batch, measure_latency,
+from trtkit.bench.timing import (DEFAULT_MAX_CV, CudaEventTimer, HostTimer, Stats, make_batch, measure_latency,
                                  measure_throughput)
 from trtkit.errors import DeviceUnavailable, InputError, TrtkitError
 
@@ -41,7 +41,7 @@ class BenchOptions(object):
 
     def __init__(self, batch_sizes=(1, 8), sweep=False, max_batch=64, seconds=1.0, warmup=0.3, max_seconds=None,
                  modes=("latency", "throughput"), threads=None, max_cv=DEFAULT_MAX_CV, agree_images=64,
-                 min_iterations=10, min_rounds=5, round_seconds=0.1):
+                 min_iterations=10, min_rounds=5, round_seconds=0.1, repeats=1):
         self.batch_sizes = sorted(set(int(b) for b in batch_sizes))
         if not self.batch_sizes or self.batch_sizes[0] < 1:
             raise InputError("batch sizes must be positive integers", hint="e.g. --batch-sizes 1,8")
@@ -60,6 +60,9 @@ class BenchOptions(object):
         self.min_iterations = int(min_iterations)
         self.min_rounds = int(min_rounds)
         self.round_seconds = float(round_seconds)
+        self.repeats = int(repeats)
+        if self.repeats < 1:
+            raise InputError("--repeats must be at least 1")
 
     def sizes(self):
         """Batch sizes to try, in increasing order (a sweep doubles from 1 up to ``max_batch``)."""
@@ -75,7 +78,17 @@ class BenchOptions(object):
         return {"batch_sizes": self.sizes(), "sweep": self.sweep, "seconds": self.seconds, "warmup": self.warmup,
                 "max_seconds": self.max_seconds, "modes": list(self.modes), "threads": self.threads,
                 "max_cv": self.max_cv, "min_iterations": self.min_iterations, "min_rounds": self.min_rounds,
-                "round_seconds": self.round_seconds}
+                "round_seconds": self.round_seconds, "repeats": self.repeats}
+
+    def one_pass(self):
+        """The options of one of ``repeats`` interleaved passes: the time split between them."""
+        import copy
+        part = copy.copy(self)
+        part.seconds = self.seconds / self.repeats
+        part.max_seconds = self.max_seconds / self.repeats
+        part.min_iterations = max(3, self.min_iterations // self.repeats)
+        part.min_rounds = max(2, self.min_rounds // self.repeats)
+        return part
 
 
 def usable_cores():
@@ -288,24 +301,37 @@ def measure_cell(runner, batch, options, device):
             stats = measure_latency(fn, timer, warmup_seconds=options.warmup, min_seconds=options.seconds,
                                     min_iterations=options.min_iterations, max_seconds=options.max_seconds,
                                     max_cv=options.max_cv)
-            cell[prefix + "latency_ms"] = stats.to_dict(1000.0)
-            cell[prefix + "latency_fps"] = n / stats.median
-            cell.setdefault("_stats", []).append((prefix + "latency", stats))
+            set_figures(cell, prefix + "latency", stats, n)
         if "throughput" in options.modes:
             stats, per_round = measure_throughput(
                 fn, timer, warmup_seconds=0.0 if "latency" in options.modes else options.warmup,
                 min_seconds=options.seconds, max_seconds=options.max_seconds, max_cv=options.max_cv,
                 min_rounds=options.min_rounds, round_seconds=options.round_seconds)
-            cell[prefix + "throughput_ms_per_batch"] = stats.to_dict(1000.0)
             cell[prefix + "throughput_calls_per_round"] = per_round
-            cell[prefix + "fps"] = n / stats.median
-            cell.setdefault("_stats", []).append((prefix + "throughput", stats))
-    if "fps" not in cell:
-        cell["fps"] = cell.get("latency_fps")
+            set_figures(cell, prefix + "throughput", stats, n)
     if hasattr(runner, "peak_memory_bytes"):
         cell["peak_memory_bytes"] = runner.peak_memory_bytes()
     cell["copies"] = "included" if device != "cpu" else "none (host memory)"
     return cell
+
+
+def set_figures(cell, what, stats, batch):
+    """Store one Stats (``what`` = [device_]latency or [device_]throughput) as the row's figures.
+
+    ``fps`` is the throughput-mode figure when there is one, else the latency-mode one.
+    """
+    kind = "latency" if what.endswith("latency") else "throughput"
+    prefix = what[:-len(kind)]
+    if kind == "latency":
+        cell[prefix + "latency_ms"] = stats.to_dict(1000.0)
+        cell[prefix + "latency_fps"] = batch / stats.median
+    else:
+        cell[prefix + "throughput_ms_per_batch"] = stats.to_dict(1000.0)
+        cell[prefix + "fps"] = batch / stats.median
+    figures = cell.setdefault("_stats", {})
+    figures[what] = stats
+    if not prefix and kind == "latency" and "throughput" not in figures:
+        cell["fps"] = cell["latency_fps"]
 
 
 def _agreement_logits(runner, images, batch_size):
@@ -379,13 +405,7 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
                 if progress:
                     progress.update(len(sizes) - index)
                 break
-            warnings = []
-            for what, stats in cell.pop("_stats"):
-                if stats.warning():
-                    warnings.append("{} {}".format(what, stats.warning()))
-            row.update(cell, status="ok", warnings=warnings)
-            for text in warnings:
-                log.warn("{} batch {}: {}".format(variant.label, size, text))
+            row.update(cell, status="ok")
             largest = size
             rows.append(row)
             if progress:
@@ -395,6 +415,29 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
     finally:
         runner.deactivate()
     return rows
+
+
+def merge_passes(passes, max_cv):
+    """One row per variant and batch: the samples of every pass pooled, figures and warnings from the pool."""
+    merged = []
+    for row in passes[0]:
+        row = dict(row)
+        same = [r for rows in passes[1:] for r in rows
+                if r["variant"] == row["variant"] and r.get("batch") == row.get("batch")]
+        if row.get("status") == "ok" and all(r.get("status") == "ok" for r in same):
+            for what, stats in list(row["_stats"].items()):
+                pooled = [stats.samples] + [r["_stats"][what].samples for r in same]
+                set_figures(row, what, Stats(np.concatenate(pooled), max_cv), row["batch"])
+            row["passes"] = 1 + len(same)
+        elif row.get("status") == "ok":
+            row.update(status="skipped", reason="failed in a later pass: " + next(
+                r.get("reason", "") for r in same if r.get("status") != "ok"))
+        stats = row.pop("_stats", {})
+        row["warnings"] = ["{} {}".format(what, s.warning()) for what, s in sorted(stats.items()) if s.warning()]
+        for text in row["warnings"]:
+            log.warn("{} batch {}: {}".format(row["variant"], row["batch"], text))
+        merged.append(row)
+    return merged
 
 
 def add_speedups(rows):
@@ -431,11 +474,18 @@ def run_matrix(variants, images, options, device=None, progress_label="benchmark
     device = device or device_record()
     ordered = sorted(variants, key=lambda v: not v.is_baseline)  # baseline first: reference logits
     reference = {}
-    rows = []
-    total = len(ordered) * len(options.sizes())
+    passes = []
+    part = options.one_pass() if options.repeats > 1 else options
+    total = len(ordered) * len(options.sizes()) * options.repeats
     with Progress(progress_label, total=total, unit="cells") as bar:
-        for variant in ordered:
-            rows += benchmark_variant(variant, images, options, reference, bar)
+        # With repeats, each variant is measured in several short windows spread over the whole run,
+        # so a slow spell of a shared machine falls on every variant alike instead of on one.
+        for _ in range(options.repeats):
+            rows = []
+            for variant in ordered:
+                rows += benchmark_variant(variant, images, part, reference, bar)
+            passes.append(rows)
+    rows = merge_passes(passes, options.max_cv)
     add_speedups(rows)
     return {"device": device, "options": options.to_dict(), "results": rows,
             "seconds": round(time.time() - start, 1)}

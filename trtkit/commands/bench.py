@@ -64,6 +64,10 @@ def add_arguments(parser):
                      help="minimum seconds per figure (latency and throughput each; default: 1)")
     how.add_argument("--warmup", type=float, default=0.3, help="warm-up seconds per batch size (default: 0.3)")
     how.add_argument("--min-iterations", type=int, default=10, help="minimum calls per figure (default: 10)")
+    how.add_argument("--repeats", type=int, default=3,
+                     help="measure each figure in N windows interleaved with the other variants and pool them, "
+                          "so a slow spell of the machine does not land on one variant (default: 3; "
+                          "--seconds is split between them)")
     how.add_argument("--mode", default="latency,throughput", metavar="LIST",
                      help="latency (sync every call) and/or throughput (one sync per round); default: both")
     how.add_argument("--threads", type=int, default=None,
@@ -86,7 +90,7 @@ def run(args):
     options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
                            seconds=args.seconds, warmup=args.warmup, modes=_name_list(args.mode),
                            threads=args.threads, max_cv=args.max_cv, agree_images=args.agree_images,
-                           min_iterations=args.min_iterations)
+                           min_iterations=args.min_iterations, repeats=args.repeats)
     torch_modes = None if args.no_torch or args.torch_modes == "none" else (
         "auto" if args.torch_modes == "auto" else _name_list(args.torch_modes))
     manifest = None

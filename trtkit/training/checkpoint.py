@@ -60,17 +60,9 @@ def save_training_checkpoint(path, model, precision, meta, training):
 
 def load_training_checkpoint(path):
     """(fp32 state_dict, metadata, training state) of a checkpoint written by ``trtkit train``."""
-    torch = require("torch", "resuming training")
-    from trtkit.models import read_checkpoint
-    state, meta = read_checkpoint(path)  # validates, loads with weights_only
-    kwargs = {"map_location": "cpu"}
-    try:
-        import inspect
-        if "weights_only" in inspect.signature(torch.load).parameters:
-            kwargs["weights_only"] = True
-    except (ValueError, TypeError):
-        pass
-    payload = torch.load(path, **kwargs)
+    from trtkit.models import checkpoint_parts, load_checkpoint_payload
+    payload = load_checkpoint_payload(path)  # validates, loads with weights_only
+    state, meta = checkpoint_parts(payload, path)
     training = payload.get("training") if isinstance(payload, dict) else None
     if not isinstance(training, dict) or "epoch" not in training:
         raise InputError("{} has no training state, so it cannot be resumed".format(path),

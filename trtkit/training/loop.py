@@ -147,7 +147,7 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
     """
     torch = require("torch", "training")
     from trtkit.log import Progress
-    from trtkit.training.checkpoint import restore_rng, rng_states, save_training_checkpoint
+    from trtkit.training.checkpoint import restore_rng
     from trtkit.training.config import TrainConfig
     from trtkit.training.modes import Precision, pick_device
     config = (config or TrainConfig()).replace(**settings) if settings else (config or TrainConfig())
