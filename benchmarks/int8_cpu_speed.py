@@ -8,7 +8,7 @@ ranges come from a real calibration on the sample digits resized to 224.
 PyTorch is timed in both memory layouts (contiguous and channels-last) and the
 better one is the baseline.
 Prints both figures (and ONNX Runtime FP32 for context) and writes them to
-benchmarks/results/int8_cpu_speed-<host>.json. Run it on a quiet machine.
+benchmarks/results/<device>/int8_cpu_speed.json. Run it on a quiet machine.
 
     python benchmarks/int8_cpu_speed.py [--threads N] [--seconds S] [--batch B]
 """
@@ -107,7 +107,11 @@ def main(argv=None):
         ratio, args.threads, args.batch, args.size, args.size))
     if not os.path.isdir(args.out):
         os.makedirs(args.out)
-    path = os.path.join(args.out, "int8_cpu_speed-{}.json".format(platform.node() or "host"))
+    from trtkit.bench.device import device_record
+    folder = os.path.join(args.out, device_record()["slug"])  # the same folder as run_matrix.py
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+    path = os.path.join(folder, "int8_cpu_speed.json")
     with open(path, "w") as handle:
         json.dump(record, handle, indent=2)
     print("written: {}".format(path))

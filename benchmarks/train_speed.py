@@ -11,7 +11,6 @@ loaded machine the numbers are noisy: say so when quoting them.
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import sys
@@ -19,20 +18,6 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-
-
-def device_name():
-    import torch
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            match = re.search(r"model name\s*:\s*(.+)", handle.read())
-            cpu = match.group(1) if match else cpu
-    except (IOError, OSError):
-        pass
-    return "cpu-{}-{}cores".format(cpu, os.cpu_count())
 
 
 def slug(text):
@@ -66,8 +51,9 @@ def main(argv=None):
     work = tempfile.mkdtemp(prefix="trtkit-train-speed-")
     try:
         rows, device = compare_modes(modes, config, work)
-        name = device_name()
-        folder = os.path.join(args.results, slug(name))
+        from trtkit.bench.device import describe, device_record
+        record = device_record()
+        folder = os.path.join(args.results, record["slug"])  # the same folder as run_matrix.py
         data_tag = "sample" if args.data == "sample" else slug(os.path.basename(os.path.normpath(args.data)))
         stem = "train_speed-{}-{}-{}{}".format(data_tag, args.model, args.input_size or "default",
                                               "-nhwc" if args.channels_last else "")
@@ -78,7 +64,7 @@ def main(argv=None):
             src = os.path.join(work, "compare.{}".format(ext) if ext != "png" else "compare_loss.png")
             if os.path.isfile(src):
                 shutil.copyfile(src, os.path.join(folder, "{}.{}".format(stem, ext)))
-        table = format_table(rows, "{} ({})".format(name, device))
+        table = format_table(rows, "{} ({})".format(describe(record), device))
         write_text(os.path.join(folder, stem + ".txt"), table + "\n")
         print(table)
         print("results: {}".format(os.path.join(folder, stem + ".*")))

@@ -20,24 +20,14 @@ from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError, Missing
 
 pytestmark = pytest.mark.skipif(not available("tensorrt_rtx"), reason="tensorrt-rtx-cu12 is not installed")
 NO_GPU = gpu_probe.probe() is None
-HAVE_CALIBRATION = available("trtkit.precision.calibrate")
 
 
 @pytest.fixture(scope="module")
-def rtx_build(sample_build, tmp_path_factory):
-    """build_engine.py --backend tensorrt-rtx on the sample ResNet18's ONNX: (out dir, manifest)."""
-    src_dir, manifest = sample_build
-    fp32 = [a for a in manifest["artifacts"] if a["precision"] == "fp32"][0]
-    work = tmp_path_factory.mktemp("rtx")
-    onnx = str(work / "resnet18.onnx")
-    shutil.copyfile(os.path.join(src_dir, fp32["path"]), onnx)
-    out = str(work / "engines")
-    args = ["--onnx", onnx, "--backend", "tensorrt-rtx", "--verify-images", "16", "--bench-seconds", "0",
-            "--batch", "1:4:16", "--out", out, "--json"]
-    if HAVE_CALIBRATION:  # the calibration module (issue 3) provides the tensorrt Q/DQ INT8 ONNX
-        args += ["--precision", "fp32,fp16,int8", "--calib-images", "64"]
-    else:
-        args += ["--precision", "fp32,fp16"]
+def rtx_build(sample, tmp_path_factory):
+    """build_engine.py --backend tensorrt-rtx --precision fp32,fp16,int8 on the sample ResNet18: (out, manifest)."""
+    out = str(tmp_path_factory.mktemp("rtx") / "engines")
+    args = ["--backend", "tensorrt-rtx", "--precision", "fp32,fp16,int8", "--calib-images", "64",
+            "--verify-images", "16", "--bench-seconds", "0", "--batch", "1:4:16", "--out", out, "--json"]
     result = run_script("build_engine.py", args)
     assert result.returncode == 0, result.stderr[-2000:]
     with open(os.path.join(out, "manifest.json")) as handle:
@@ -70,8 +60,8 @@ def test_engine_sizes_follow_precision(rtx_build):
     _, manifest = rtx_build
     fp32, fp16 = _artifact(manifest, "fp32")["bytes"], _artifact(manifest, "fp16")["bytes"]
     assert 0.4 < fp16 / float(fp32) < 0.6
-    if HAVE_CALIBRATION:
-        assert _artifact(manifest, "int8")["bytes"] < 0.75 * fp16
+    assert _artifact(manifest, "int8")["bytes"] < 0.75 * fp16
+    assert _artifact(manifest, "int8")["int8_encoding"] == "tensorrt"
 
 
 @pytest.fixture(scope="module")
