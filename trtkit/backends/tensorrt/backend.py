@@ -18,11 +18,17 @@ class TensorRTBackend(Backend):
     int8_encoding = "tensorrt"
     artifact_suffix = ".engine"
 
-    def availability(self):
+    def _module_and_gpu(self):
+        """(TensorRT module or None, GPU description or None, reason the module is missing)."""
         trt = api.try_load(self.flavour)
         if trt is None:
-            return False, "{} does not import ({})".format(api.FLAVOURS[self.flavour], _install(self.flavour))
-        gpu = gpu_probe.probe()
+            return None, None, "{} does not import ({})".format(api.FLAVOURS[self.flavour], _install(self.flavour))
+        return trt, gpu_probe.probe(), None
+
+    def availability(self):
+        trt, gpu, missing = self._module_and_gpu()
+        if trt is None:
+            return False, missing
         if gpu is None:
             return False, "{} {} is installed but there is no NVIDIA GPU".format(self.flavour, trt.__version__)
         return True, "{} {} on {} (SM {})".format(self.flavour, trt.__version__, gpu["name"],
@@ -61,10 +67,9 @@ class TensorRTRTXBackend(TensorRTBackend):
         return "{}: engines could be built but not run (--backend tensorrt-rtx builds them anyway)".format(where)
 
     def availability(self):
-        trt = api.try_load(self.flavour)
+        trt, gpu, missing = self._module_and_gpu()
         if trt is None:
-            return False, "{} does not import ({})".format(api.FLAVOURS[self.flavour], _install(self.flavour))
-        gpu = gpu_probe.probe()
+            return False, missing
         if gpu is None:
             return True, "TensorRT-RTX {} builds ahead of time; no GPU here, so engines are built, not run".format(
                 trt.__version__)
