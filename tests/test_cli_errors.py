@@ -121,3 +121,12 @@ def test_script_exit_code_and_verbose_traceback(tmp_path):
     verbose = run_script("build_engine.py", ["--checkpoint", "/no/such.pt", "--out", str(tmp_path / "o"),
                                              "--verbose"])
     assert verbose.returncode == 2 and "Traceback" in verbose.stderr
+
+
+@pytest.mark.parametrize("command", [["build", "--checkpoint", "/no/such.pt"],
+                                     ["calibrate", "--onnx", "/no/such.onnx"]])
+def test_failed_command_leaves_no_folders_it_made(tmp_path, capsys, command):
+    out = tmp_path / "new" / "nested" / "out"
+    code = main(command + ["--out", str(out)])
+    assert code != 0
+    assert os.listdir(str(tmp_path)) == []

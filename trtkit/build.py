@@ -17,7 +17,7 @@ import time
 
 from trtkit import log
 from trtkit.errors import DeviceUnavailable, InputError
-from trtkit.fileio import human_bytes, sha256_file
+from trtkit.fileio import human_bytes, output_dir, sha256_file
 from trtkit.manifest import new_manifest, save_manifest
 from trtkit.precision import PRECISIONS
 
@@ -270,11 +270,20 @@ def _throughput(ctx, runner):
 
 def build(options):
     """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``)."""
+    with output_dir(options.out) as out:
+        manifest = _build_into(options, out)
+    if options.strict:
+        failing = [a["name"] for a in manifest["artifacts"] if a.get("status") == "failing"]
+        if failing:
+            from trtkit.errors import VerificationFailed
+            raise VerificationFailed("{} below the agreement threshold: {}".format(
+                "variant" if len(failing) == 1 else "variants", ", ".join(failing)),
+                hint="see {} for the figures".format(os.path.join(out, "manifest.json")))
+    return manifest
+
+
+def _build_into(options, out):
     from trtkit.backends import select_backend
-    out = os.path.abspath(options.out)
-    created_out = not os.path.isdir(out)
-    if created_out:
-        os.makedirs(out)
     staging = tempfile.mkdtemp(prefix=".trtkit-build-", dir=out)
     ctx = BuildContext(options, staging)
     total_start = time.time()
@@ -294,20 +303,9 @@ def build(options):
         manifest["build_seconds"] = round(time.time() - total_start, 2)
         save_manifest(staging, manifest)
         _publish(staging, out)
-    except BaseException:
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
-        if created_out and not os.listdir(out):
-            os.rmdir(out)
-        raise
-    shutil.rmtree(staging, ignore_errors=True)
     manifest["_dir"] = out
-    if options.strict:
-        failing = [a["name"] for a in manifest["artifacts"] if a.get("status") == "failing"]
-        if failing:
-            from trtkit.errors import VerificationFailed
-            raise VerificationFailed("{} below the agreement threshold: {}".format(
-                "variant" if len(failing) == 1 else "variants", ", ".join(failing)),
-                hint="see {} for the figures".format(os.path.join(out, "manifest.json")))
     return manifest
 
 

@@ -101,3 +101,29 @@ def human_bytes(n):
             return "{:.1f} {}".format(n, unit) if unit != "B" else "{:d} B".format(int(n))
         n /= 1000.0
     return "{:.1f} GB".format(n)
+
+
+@contextlib.contextmanager
+def output_dir(path):
+    """Create ``path`` (and any missing parents) for a step's outputs; on failure remove what this created.
+
+    A failed command must not leave folders behind that it made itself; folders
+    that already existed, and everything in them, are left alone.
+    """
+    import shutil
+    path = os.path.abspath(path)
+    top, probe = None, path
+    while not os.path.isdir(probe):
+        top = probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if top:
+        os.makedirs(path)
+    try:
+        yield path
+    except BaseException:
+        if top:
+            shutil.rmtree(top, ignore_errors=True)
+        raise

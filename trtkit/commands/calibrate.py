@@ -70,13 +70,16 @@ def _model_onnx(args, out_dir):
 
 
 def run(args):
+    from trtkit.fileio import output_dir
+    with output_dir(args.out) as out_dir:
+        return _calibrate_into(args, out_dir)
+
+
+def _calibrate_into(args, out_dir):
     from trtkit import log
     from trtkit.fileio import write_json
     from trtkit.precision.calibrate import calibrate, load_calibration_images, save_qdq
     from trtkit.precision.trt_cache import parse_version, write_cache
-    out_dir = os.path.abspath(args.out)
-    if not os.path.isdir(out_dir):
-        os.makedirs(out_dir)
     onnx_path, contract, name = _model_onnx(args, out_dir)
     source = args.calib_data or "sample"
     images = load_calibration_images(source, contract, args.calib_images)
