@@ -27,7 +27,7 @@ import tempfile
 from trtkit import __version__, log
 from trtkit.deps import require
 from trtkit.errors import InputError, MissingDependency
-from trtkit.fileio import read_json
+from trtkit.fileio import output_dir, read_json
 from trtkit.manifest import artifact_path, load_manifest
 
 DEFAULT_MAX_BATCH = 32          # ONNX models have no profile: the largest batch Triton may form
@@ -471,25 +471,24 @@ def export_repository(manifest_path, out_dir, artifacts=None, precisions=None, o
         except MissingDependency as exc:
             log.debug("config not checked against Triton's schema: {}".format(exc))
             check = False
-    if not os.path.isdir(out):
-        os.makedirs(out)
-    staging = tempfile.mkdtemp(prefix=".trtkit-triton-", dir=out)
-    written = []
-    try:
-        for artifact, name in zip(chosen, names):
-            written.append(_stage_model(manifest, artifact, name, staging, options, check))
-        for record in written:
-            target = os.path.join(out, record["model"])
-            old = None
-            if os.path.exists(target):
-                old = os.path.join(staging, ".old-" + record["model"])
-                os.rename(target, old)
-            os.rename(os.path.join(staging, record["model"]), target)
-            if old:
-                shutil.rmtree(old)
-            record["dir"] = target
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with output_dir(out) as out:
+        staging = tempfile.mkdtemp(prefix=".trtkit-triton-", dir=out)
+        written = []
+        try:
+            for artifact, name in zip(chosen, names):
+                written.append(_stage_model(manifest, artifact, name, staging, options, check))
+            for record in written:
+                target = os.path.join(out, record["model"])
+                old = None
+                if os.path.exists(target):
+                    old = os.path.join(staging, ".old-" + record["model"])
+                    os.rename(target, old)
+                os.rename(os.path.join(staging, record["model"]), target)
+                if old:
+                    shutil.rmtree(old)
+                record["dir"] = target
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return written
 
 
