@@ -14,7 +14,6 @@ benchmarks/results/<device>/int8_cpu_speed.json. Run it on a quiet machine.
 """
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -26,10 +25,9 @@ sys.path.insert(0, ROOT)
 
 
 def throughput(fn, batch, seconds):
-    from trtkit.bench.timing import time_calls
-    import numpy as np
-    samples = time_calls(fn, warmup_seconds=min(2.0, seconds / 2), min_seconds=seconds, min_iterations=5)
-    return batch / float(np.median(samples)), len(samples)
+    from trtkit.bench.timing import measure_latency
+    stats = measure_latency(fn, warmup_seconds=min(2.0, seconds / 2), min_seconds=seconds, min_iterations=5)
+    return batch / stats.median, stats.count
 
 
 def main(argv=None):
@@ -108,12 +106,12 @@ def main(argv=None):
     if not os.path.isdir(args.out):
         os.makedirs(args.out)
     from trtkit.bench.device import device_record
+    from trtkit.fileio import write_json
     folder = os.path.join(args.out, device_record()["slug"])  # the same folder as run_matrix.py
     if not os.path.isdir(folder):
         os.makedirs(folder)
     path = os.path.join(folder, "int8_cpu_speed.json")
-    with open(path, "w") as handle:
-        json.dump(record, handle, indent=2)
+    write_json(path, record)
     print("written: {}".format(path))
     return 0
 

@@ -19,27 +19,6 @@ import numpy as np
 DEFAULT_MAX_CV = 0.10
 
 
-def time_calls(fn, warmup_seconds=0.2, min_seconds=1.0, min_iterations=5, max_iterations=10000, sync=None):
-    """Call ``fn()`` repeatedly; returns per-call seconds (numpy array) after a warm-up.
-
-    ``sync`` (optional) is called after each ``fn()`` inside the timed region,
-    for devices whose work is asynchronous.
-    """
-    clock = time.perf_counter
-    warm_up(fn, warmup_seconds, sync)
-    samples = []
-    start = clock()
-    while len(samples) < max_iterations:
-        t0 = clock()
-        fn()
-        if sync:
-            sync()
-        samples.append(clock() - t0)
-        if len(samples) >= min_iterations and clock() - start >= min_seconds:
-            break
-    return np.asarray(samples)
-
-
 def warm_up(fn, seconds, sync=None, min_calls=1):
     """Call ``fn`` for ``seconds`` (at least ``min_calls`` times): caches, allocators, autotuners, clocks."""
     clock = time.perf_counter
@@ -57,8 +36,8 @@ def warm_up(fn, seconds, sync=None, min_calls=1):
 def quick_throughput(runner, images, batch_size=8, seconds=1.0):
     """Images per second of ``runner`` at ``batch_size`` (median call time), for the build table."""
     batch = make_batch(images, batch_size)
-    samples = time_calls(lambda: runner.infer(batch), warmup_seconds=0.2, min_seconds=seconds, min_iterations=3)
-    return batch_size / float(np.median(samples))
+    stats = measure_latency(lambda: runner.infer(batch), warmup_seconds=0.2, min_seconds=seconds, min_iterations=3)
+    return batch_size / stats.median
 
 
 def make_batch(images, batch_size):

@@ -41,9 +41,10 @@ def installed_trt_version():
         import tensorrt  # noqa: F401  (optional; the classic TensorRT reads caches, RTX does not)
     except Exception:
         return None
+    from trtkit.backends.tensorrt.api import version_tuple
     try:
-        return parse_version(tensorrt.__version__)
-    except (InputError, AttributeError):
+        return tuple((list(version_tuple(tensorrt)) + [0, 0, 0])[:3])
+    except AttributeError:  # a module without __version__
         return None
 
 
