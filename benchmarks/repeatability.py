@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """Do two runs of the same benchmark agree? Runs the matrix twice and prints the spread of each figure.
 
-The target is under 10 % between runs on the median (FPS and latency p50) on
-a quiet machine. Prints one line per variant and batch, then the worst spread.
+The target is under 10 % between runs on the median (FPS and latency p50).
+Prints one line per variant and batch, then the worst spread; exits 1 above
+the target.
+
+By default it leaves the OS one core (``--threads`` = usable cores - 1, pinned),
+the setting trtkit recommends for figures you want to compare across runs:
+with as many threads as cores, every parallel kernel waits for its slowest
+thread, so any other work on the machine (the OS, a neighbour on a shared VM)
+stalls every call. ``--threads all`` measures that case too.
 
     python benchmarks/repeatability.py [--manifest build/engines] [--runs 2] [--seconds 2]
-        [--backends onnxruntime] [--batch-sizes 8] [--threads 1] [--repeats 3]
+        [--backends onnxruntime,torch] [--batch-sizes 1,8] [--threads all|N] [--repeats 3]
 """
 
 import argparse
@@ -15,7 +22,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from trtkit.bench.device import describe, device_record  # noqa: E402
-from trtkit.bench.matrix import BenchOptions, load_bench_images, plan_from_manifest, run_matrix  # noqa: E402
+from trtkit.bench.matrix import (BenchOptions, load_bench_images, plan_from_manifest, run_matrix,  # noqa: E402
+                                 usable_cores)
 from trtkit.manifest import load_manifest  # noqa: E402
 
 TARGET = 0.10
@@ -29,16 +37,26 @@ def main():
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--backends", default="onnxruntime,torch")
     parser.add_argument("--torch-modes", default="fp32")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: the usable cores)")
+    parser.add_argument("--threads", default=None,
+                        help="CPU threads, or 'all' (default: the usable cores - 1, at least 1)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved windows per figure (default: 3)")
     args = parser.parse_args()
     manifest = load_manifest(args.manifest)
+    cores = usable_cores()
+    if args.threads == "all":
+        threads = cores
+    elif args.threads:
+        threads = int(args.threads)
+    else:
+        threads = max(1, cores - 1)
     options = BenchOptions(batch_sizes=[int(b) for b in args.batch_sizes.split(",")], seconds=args.seconds,
                            warmup=0.5, min_iterations=20, agree_images=0,
-                           threads=args.threads, repeats=args.repeats)
+                           threads=threads, repeats=args.repeats)
     images, _ = load_bench_images(manifest, count=64)
     device = device_record()
     print("device: " + describe(device))
+    print("threads: {} of {} usable cores{}".format(threads, cores, "" if threads < cores else
+                                                    " (none left to the OS: expect more spread)"))
     runs = []
     for _ in range(args.runs):
         variants = plan_from_manifest(manifest, options, backends=args.backends.split(","),

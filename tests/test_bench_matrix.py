@@ -210,3 +210,63 @@ def test_interleaved_passes_pool_their_samples():
     assert "_stats" not in figure
     failed = merge_passes([[row([0.01] * 3)], [row(None, status="oom")]], max_cv=0.10)
     assert failed[0]["status"] == "skipped"
+
+
+def test_drift_between_passes_is_reported():
+    """A figure whose per-pass medians disagree (the machine slowed down mid-run) gets a drift warning."""
+    from trtkit.bench.matrix import merge_passes, set_figures
+    from trtkit.bench.timing import Stats
+
+    def row(seconds):
+        cell = {"variant": "v", "batch": 1, "status": "ok"}
+        set_figures(cell, "latency", Stats([seconds] * 9 + [seconds * 1.01]), 1)
+        return cell
+
+    steady = merge_passes([[row(0.010)], [row(0.0101)], [row(0.0099)]], max_cv=0.10)[0]
+    assert steady["warnings"] == [] and steady["pass_spread"]["latency"] < 0.05
+    drifted = merge_passes([[row(0.010)], [row(0.010)], [row(0.014)]], max_cv=0.10)[0]
+    assert abs(drifted["pass_spread"]["latency"] - 0.004 / (0.034 / 3)) < 1e-6
+    assert any("between passes" in w and "10/10/14 ms" in w for w in drifted["warnings"])
+
+
+class SleepRunner(FakeRunner):
+    def __init__(self, seconds):
+        super(SleepRunner, self).__init__()
+        self.seconds = seconds
+
+    def _infer(self, batch):
+        time.sleep(self.seconds)
+        return FakeRunner._infer(self, batch)
+
+
+class SlowingRunner(FakeRunner):
+    """Each activation (one per pass) is slower than the last: a machine that got busy mid-run."""
+
+    activations = 0
+
+    def _activate(self):
+        SlowingRunner.activations += 1
+
+    def _infer(self, batch):
+        time.sleep(0.002 * SlowingRunner.activations)
+        return FakeRunner._infer(self, batch)
+
+
+def test_run_matrix_adds_passes_and_warns_when_passes_drift():
+    """Passes that disagree get more passes (up to --extra-passes) and a warning; steady ones get neither."""
+    images = np.zeros((2, 3, 8, 8), np.float32)
+    device = {"cpu": {}, "software": {}, "slug": "test"}
+    for extra, expected in ((None, 6), (1, 4), (0, 3)):
+        SlowingRunner.activations = 0
+        options = BenchOptions(batch_sizes=[1], repeats=3, extra_passes=extra,
+                               **dict(FAST, seconds=0.06, agree_images=0))
+        variants = [fake_variant("slowing", SlowingRunner), fake_variant("steady", lambda: SleepRunner(0.005))]
+        result = run_matrix(variants, images, options, device=device)
+        row = rows_of(result, "slowing")[0]
+        assert row["passes"] == expected == result["options"]["passes"] == SlowingRunner.activations
+        assert row["pass_spread"]["latency"] > 0.5
+        assert any("machine's speed changed" in w for w in row["warnings"])
+        assert not any("between passes" in w for w in rows_of(result, "steady")[0]["warnings"])
+    options = BenchOptions(batch_sizes=[1], repeats=3, **dict(FAST, seconds=0.03, agree_images=0))
+    steady = run_matrix([fake_variant("steady", lambda: SleepRunner(0.005))], images, options, device=device)
+    assert steady["options"]["passes"] == 3

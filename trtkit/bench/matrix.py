@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from trtkit import log
+from trtkit.bench import affinity
 from trtkit.bench.timing import (DEFAULT_MAX_CV, CudaEventTimer, HostTimer, Stats, make_batch, measure_latency,
                                  measure_throughput)
 from trtkit.errors import DeviceUnavailable, InputError, TrtkitError
@@ -41,7 +42,7 @@ class BenchOptions(object):
 
     def __init__(self, batch_sizes=(1, 8), sweep=False, max_batch=64, seconds=1.0, warmup=0.3, max_seconds=None,
                  modes=("latency", "throughput"), threads=None, max_cv=DEFAULT_MAX_CV, agree_images=64,
-                 min_iterations=10, min_rounds=5, round_seconds=0.1, repeats=1):
+                 min_iterations=10, min_rounds=5, round_seconds=0.1, repeats=1, pin=True, extra_passes=None):
         self.batch_sizes = sorted(set(int(b) for b in batch_sizes))
         if not self.batch_sizes or self.batch_sizes[0] < 1:
             raise InputError("batch sizes must be positive integers", hint="e.g. --batch-sizes 1,8")
@@ -63,6 +64,9 @@ class BenchOptions(object):
         self.repeats = int(repeats)
         if self.repeats < 1:
             raise InputError("--repeats must be at least 1")
+        self.pin = bool(pin)
+        # passes added when the first ``repeats`` disagree (see run_matrix); default: as many again
+        self.extra_passes = self.repeats if extra_passes is None else int(extra_passes)
 
     def sizes(self):
         """Batch sizes to try, in increasing order (a sweep doubles from 1 up to ``max_batch``)."""
@@ -78,7 +82,8 @@ class BenchOptions(object):
         return {"batch_sizes": self.sizes(), "sweep": self.sweep, "seconds": self.seconds, "warmup": self.warmup,
                 "max_seconds": self.max_seconds, "modes": list(self.modes), "threads": self.threads,
                 "max_cv": self.max_cv, "min_iterations": self.min_iterations, "min_rounds": self.min_rounds,
-                "round_seconds": self.round_seconds, "repeats": self.repeats}
+                "round_seconds": self.round_seconds, "repeats": self.repeats, "pin": self.pin,
+                "extra_passes": self.extra_passes}
 
     def one_pass(self):
         """The options of one of ``repeats`` interleaved passes: the time split between them."""
@@ -92,10 +97,8 @@ class BenchOptions(object):
 
 
 def usable_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """How many cores this process may use: the default thread count."""
+    return len(affinity.usable_cores())
 
 
 class Variant(object):
@@ -422,22 +425,53 @@ def merge_passes(passes, max_cv):
     merged = []
     for row in passes[0]:
         row = dict(row)
-        same = [r for rows in passes[1:] for r in rows
-                if r["variant"] == row["variant"] and r.get("batch") == row.get("batch")]
+        same = _same_cell(passes[1:], row)
+        drift = []
         if row.get("status") == "ok" and all(r.get("status") == "ok" for r in same):
             for what, stats in list(row["_stats"].items()):
-                pooled = [stats.samples] + [r["_stats"][what].samples for r in same]
-                set_figures(row, what, Stats(np.concatenate(pooled), max_cv), row["batch"])
+                per_pass = [stats] + [r["_stats"][what] for r in same]
+                set_figures(row, what, Stats(np.concatenate([p.samples for p in per_pass]), max_cv), row["batch"])
+                if same:
+                    spread = pass_spread(per_pass)
+                    row.setdefault("pass_spread", {})[what] = spread
+                    if spread > max_cv:
+                        drift.append("{} median moved {:.0%} between passes ({} ms): the machine's speed changed "
+                                     "while measuring".format(what, spread, "/".join(
+                                         "{:.3g}".format(p.median * 1000.0) for p in per_pass)))
             row["passes"] = 1 + len(same)
         elif row.get("status") == "ok":
             row.update(status="skipped", reason="failed in a later pass: " + next(
                 r.get("reason", "") for r in same if r.get("status") != "ok"))
         stats = row.pop("_stats", {})
         row["warnings"] = ["{} {}".format(what, s.warning()) for what, s in sorted(stats.items()) if s.warning()]
+        row["warnings"] += drift
         for text in row["warnings"]:
             log.warn("{} batch {}: {}".format(row["variant"], row["batch"], text))
         merged.append(row)
     return merged
+
+
+def _same_cell(passes, row):
+    return [r for rows in passes for r in rows if r["variant"] == row["variant"] and r.get("batch") == row.get("batch")]
+
+
+def drifting(passes, max_cv):
+    """True when some figure's per-pass medians differ by more than ``max_cv`` (see ``pass_spread``)."""
+    for row in passes[0]:
+        same = _same_cell(passes[1:], row)
+        if not same or row.get("status") != "ok" or any(r.get("status") != "ok" for r in same):
+            continue
+        for what, stats in row["_stats"].items():
+            if pass_spread([stats] + [r["_stats"][what] for r in same]) > max_cv:
+                return True
+    return False
+
+
+def pass_spread(per_pass):
+    """(max - min) / mean of the per-pass medians: how far the machine drifted between passes."""
+    medians = [p.median for p in per_pass]
+    mean = sum(medians) / float(len(medians))
+    return (max(medians) - min(medians)) / mean if mean > 0 else 0.0
 
 
 def add_speedups(rows):
@@ -477,15 +511,26 @@ def run_matrix(variants, images, options, device=None, progress_label="benchmark
     passes = []
     part = options.one_pass() if options.repeats > 1 else options
     total = len(ordered) * len(options.sizes()) * options.repeats
-    with Progress(progress_label, total=total, unit="cells") as bar:
-        # With repeats, each variant is measured in several short windows spread over the whole run,
-        # so a slow spell of a shared machine falls on every variant alike instead of on one.
-        for _ in range(options.repeats):
-            rows = []
-            for variant in ordered:
-                rows += benchmark_variant(variant, images, part, reference, bar)
-            passes.append(rows)
+    with affinity.pinned(options.threads, options.pin) as cores:
+        with Progress(progress_label, total=total, unit="cells") as bar:
+            # With repeats, each variant is measured in several short windows spread over the whole run,
+            # so a slow spell of a shared machine falls on every variant alike instead of on one.
+            for _ in range(options.repeats):
+                passes.append([row for variant in ordered
+                               for row in benchmark_variant(variant, images, part, reference, bar)])
+            # Passes that disagree straddled a change of the machine's speed: a few more passes spread the
+            # figures over a longer time, so one slow spell no longer decides their median.
+            extra = 0
+            while options.repeats > 1 and extra < options.extra_passes and drifting(passes, options.max_cv):
+                extra += 1
+                bar.total += len(ordered) * len(options.sizes())
+                passes.append([row for variant in ordered
+                               for row in benchmark_variant(variant, images, part, reference, bar)])
     rows = merge_passes(passes, options.max_cv)
     add_speedups(rows)
-    return {"device": device, "options": options.to_dict(), "results": rows,
+    stated = options.to_dict()
+    stated["cpu_cores"] = cores
+    stated["passes"] = len(passes)
+    stated["threads_text"] = affinity.describe_pinning(options.threads, cores)
+    return {"device": device, "options": stated, "results": rows,
             "seconds": round(time.time() - start, 1)}

@@ -62,19 +62,22 @@ def markdown_table(result):
             unstable += 1
     if unstable:
         notes.append("- (!) unstable figures come from other load on the machine, thermal throttling or power "
-                     "mode changes; close other work and re-run, or raise --seconds")
+                     "mode changes; close other work and re-run, raise --seconds, or leave the OS a core "
+                     "(--threads one below the core count)")
     return "\n".join(lines), notes
 
 
 def markdown_report(result, title=None):
     opts = result.get("options", {})
     table, notes = markdown_table(result)
+    figures = {"warmup": 0, "seconds": 0, "min_iterations": 0, "max_seconds": 0, "max_cv": 0.1}
+    figures.update(opts)
+    figures["threads"] = opts.get("threads_text") or opts.get("threads", "?")
     method = ("FPS from throughput mode (batches back to back, one sync per round); latency from latency mode "
               "(sync after every call); median of each. Warm-up {warmup:g} s, at least {seconds:g} s and "
               "{min_iterations} calls per figure (at most {max_seconds:g} s); CPU threads: {threads}; "
               "speed-up over PyTorch FP32 eager at the same batch; CV = the larger coefficient of variation of "
-              "the two modes, (!) above {max_cv:.0%}.").format(**dict({"warmup": 0, "seconds": 0, "min_iterations": 0,
-                                                          "max_seconds": 0, "threads": "?", "max_cv": 0.1}, **opts))
+              "the two modes, (!) above {max_cv:.0%}.").format(**figures)
     lines = ["# {}".format(title or "trtkit benchmark"), "",
              "Device: {}".format(describe(result["device"])), "",
              method, "", table]

@@ -67,11 +67,19 @@ def add_arguments(parser):
     how.add_argument("--repeats", type=int, default=3,
                      help="measure each figure in N windows interleaved with the other variants and pool them, "
                           "so a slow spell of the machine does not land on one variant (default: 3; "
-                          "--seconds is split between them)")
+                          "--seconds is split between them). When the windows of a figure disagree by more "
+                          "than --max-cv, up to N more are measured and a warning says the machine's speed "
+                          "changed")
+    how.add_argument("--extra-passes", type=int, default=None, metavar="N",
+                     help="most windows added when they disagree (default: as many as --repeats; 0: none)")
     how.add_argument("--mode", default="latency,throughput", metavar="LIST",
                      help="latency (sync every call) and/or throughput (one sync per round); default: both")
     how.add_argument("--threads", type=int, default=None,
-                     help="CPU threads for ONNX Runtime and PyTorch (default: the usable cores)")
+                     help="CPU threads for ONNX Runtime and PyTorch (default: the usable cores). Fewer than "
+                          "the cores pins the process to that many cores and leaves the rest, CPU 0 first, to "
+                          "the OS: steadier figures on a busy or shared machine")
+    how.add_argument("--no-pin", action="store_true",
+                     help="let the OS place the threads (default: pinned when --threads is below the core count)")
     how.add_argument("--max-cv", type=float, default=0.10,
                      help="warn when the coefficient of variation exceeds this (default: 0.10)")
     how.add_argument("--agree-images", type=int, default=64,
@@ -90,7 +98,8 @@ def run(args):
     options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
                            seconds=args.seconds, warmup=args.warmup, modes=_name_list(args.mode),
                            threads=args.threads, max_cv=args.max_cv, agree_images=args.agree_images,
-                           min_iterations=args.min_iterations, repeats=args.repeats)
+                           min_iterations=args.min_iterations, repeats=args.repeats, pin=not args.no_pin,
+                           extra_passes=args.extra_passes)
     torch_modes = None if args.no_torch or args.torch_modes == "none" else (
         "auto" if args.torch_modes == "auto" else _name_list(args.torch_modes))
     manifest = None
@@ -111,8 +120,9 @@ def run(args):
     if manifest is None:
         manifest = {"model": {"input": _flag_input(args)}}
     images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
-    log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads".format(
-        len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads))
+    log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads{}".format(
+        len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads,
+        "" if options.pin else " (not pinned)"))
     result = run_matrix(variants, images, options)
     result["source"] = {"manifest": os.path.join(manifest["_dir"], "manifest.json")
                         if manifest and "_dir" in manifest else None, "images": source}
