@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from trtkit import __version__
+from trtkit.bench import affinity
 
 # SoC (from /proc/device-tree/compatible) -> (family, GPU architecture, compute capability)
 TEGRA_SOCS = {
@@ -273,10 +274,7 @@ def _module_version(name):
 
 def cpu_record(root="/"):
     info = parse_cpuinfo(_read(os.path.join(root, "proc", "cpuinfo")) or "")
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
+    usable = len(affinity.usable_cores())
     bf16 = bool(set(info["flags"]) & {"avx512_bf16", "amx_bf16", "bf16"})
     return {"model": info["model"] or platform.processor() or platform.machine(), "arch": platform.machine(),
             "logical_cores": os.cpu_count(), "usable_cores": usable, "bf16": bf16}

@@ -426,10 +426,10 @@ def merge_passes(passes, max_cv):
     for row in passes[0]:
         row = dict(row)
         same = _same_cell(passes[1:], row)
+        figures = _pass_figures(row, same)
         drift = []
-        if row.get("status") == "ok" and all(r.get("status") == "ok" for r in same):
-            for what, stats in list(row["_stats"].items()):
-                per_pass = [stats] + [r["_stats"][what] for r in same]
+        if figures is not None:
+            for what, per_pass in figures.items():
                 set_figures(row, what, Stats(np.concatenate([p.samples for p in per_pass]), max_cv), row["batch"])
                 if same:
                     spread = pass_spread(per_pass)
@@ -455,15 +455,19 @@ def _same_cell(passes, row):
     return [r for rows in passes for r in rows if r["variant"] == row["variant"] and r.get("batch") == row.get("batch")]
 
 
+def _pass_figures(row, same):
+    """{figure: [Stats of each pass]} for a cell that ran in every pass; None when one of them failed it."""
+    if row.get("status") != "ok" or any(r.get("status") != "ok" for r in same):
+        return None
+    return dict((what, [stats] + [r["_stats"][what] for r in same]) for what, stats in row["_stats"].items())
+
+
 def drifting(passes, max_cv):
     """True when some figure's per-pass medians differ by more than ``max_cv`` (see ``pass_spread``)."""
     for row in passes[0]:
-        same = _same_cell(passes[1:], row)
-        if not same or row.get("status") != "ok" or any(r.get("status") != "ok" for r in same):
-            continue
-        for what, stats in row["_stats"].items():
-            if pass_spread([stats] + [r["_stats"][what] for r in same]) > max_cv:
-                return True
+        figures = _pass_figures(row, _same_cell(passes[1:], row)) or {}
+        if any(len(per_pass) > 1 and pass_spread(per_pass) > max_cv for per_pass in figures.values()):
+            return True
     return False
 
 
@@ -510,22 +514,24 @@ def run_matrix(variants, images, options, device=None, progress_label="benchmark
     reference = {}
     passes = []
     part = options.one_pass() if options.repeats > 1 else options
-    total = len(ordered) * len(options.sizes()) * options.repeats
+    cells = len(ordered) * len(options.sizes())
+
+    def measure_pass(bar):
+        passes.append([row for variant in ordered for row in benchmark_variant(variant, images, part, reference, bar)])
+
     with affinity.pinned(options.threads, options.pin) as cores:
-        with Progress(progress_label, total=total, unit="cells") as bar:
+        with Progress(progress_label, total=cells * options.repeats, unit="cells") as bar:
             # With repeats, each variant is measured in several short windows spread over the whole run,
             # so a slow spell of a shared machine falls on every variant alike instead of on one.
             for _ in range(options.repeats):
-                passes.append([row for variant in ordered
-                               for row in benchmark_variant(variant, images, part, reference, bar)])
+                measure_pass(bar)
             # Passes that disagree straddled a change of the machine's speed: a few more passes spread the
             # figures over a longer time, so one slow spell no longer decides their median.
             extra = 0
             while options.repeats > 1 and extra < options.extra_passes and drifting(passes, options.max_cv):
                 extra += 1
-                bar.total += len(ordered) * len(options.sizes())
-                passes.append([row for variant in ordered
-                               for row in benchmark_variant(variant, images, part, reference, bar)])
+                bar.total += cells
+                measure_pass(bar)
     rows = merge_passes(passes, options.max_cv)
     add_speedups(rows)
     stated = options.to_dict()
