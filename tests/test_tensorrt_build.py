@@ -13,7 +13,9 @@ import pytest
 
 from conftest import run_script
 from trtkit.backends import get_backend, select_backend
+from trtkit.backends.base import BuildInputs
 from trtkit.backends.tensorrt import gpu as gpu_probe
+from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import REQUIRED, check_compatible, read_sidecar
 from trtkit.deps import available
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError, MissingDependency
@@ -90,7 +92,8 @@ def qdq_onnx(sample_build, tmp_path_factory):
 def test_int8_engine_from_a_qdq_onnx_is_smallest(qdq_onnx, rtx_build, tmp_path):
     _, manifest = rtx_build
     out = str(tmp_path / "resnet18.int8.engine")
-    info = get_backend("tensorrt-rtx").build(qdq_onnx, "int8", out, {"compute_capability": "8.6,8.9"})
+    info = get_backend("tensorrt-rtx").build(qdq_onnx, "int8", out,
+                                             BuildInputs(tensorrt=TensorRTOptions(compute_capabilities="8.6,8.9")))
     assert info["int8_path"] == "qdq" and info["precision_built"] == "int8"
     assert os.path.getsize(out) < 0.75 * _artifact(manifest, "fp16")["bytes"]
     record = read_sidecar(out)
@@ -99,7 +102,8 @@ def test_int8_engine_from_a_qdq_onnx_is_smallest(qdq_onnx, rtx_build, tmp_path):
 
 def test_implicit_int8_is_refused_on_tensorrt_rtx(qdq_onnx, tmp_path):
     with pytest.raises(InputError) as info:
-        get_backend("tensorrt-rtx").build(qdq_onnx, "int8", str(tmp_path / "x.engine"), {"int8_path": "implicit"})
+        get_backend("tensorrt-rtx").build(qdq_onnx, "int8", str(tmp_path / "x.engine"),
+                                          BuildInputs(tensorrt=TensorRTOptions(int8_path="implicit")))
     assert "no INT8 calibrators" in str(info.value)
     assert not os.path.exists(str(tmp_path / "x.engine"))
 
@@ -162,19 +166,33 @@ def test_no_gpu_runner_is_unavailable_and_auto_picks_onnxruntime(rtx_build, tmp_
 
 
 def test_bad_tensorrt_options_are_input_errors(qdq_onnx, tmp_path):
-    backend = get_backend("tensorrt-rtx")
-    for options, words in (({"batch": "8:4:16"}, "MIN:OPT:MAX"), ({"compute_capability": "eight"}, "8.6,8.9"),
-                           ({"dla_core": 0}, "DLA core 0"), ({"via": "tf"}, "--via")):
+    for options, words in (({"batch": "8:4:16"}, "MIN:OPT:MAX"), ({"compute_capabilities": "eight"}, "8.6,8.9"),
+                           ({"via": "tf"}, "--via"), ({"dla_core": 0, "batch": "1:8:16"}, "fixed batch"),
+                           ({"workspace_mib": 0}, "--workspace"), ({"int8_path": "calibrated"}, "--int8-path")):
         with pytest.raises(InputError) as info:
-            backend.build(qdq_onnx, "int8", str(tmp_path / "x.engine"), options)
+            TensorRTOptions(**options)
         assert words in str(info.value)
+    backend = get_backend("tensorrt-rtx")
+    with pytest.raises(InputError) as info:  # TensorRT-RTX has no DLA
+        backend.build(qdq_onnx, "int8", str(tmp_path / "x.engine"), BuildInputs(tensorrt=TensorRTOptions(dla_core=0)))
+    assert "DLA core 0" in str(info.value)
+    with pytest.raises(InputError) as info:  # DLA runs FP16/INT8 only
+        backend.build(qdq_onnx, "fp32", str(tmp_path / "x.engine"), BuildInputs(tensorrt=TensorRTOptions(dla_core=0)))
+    assert "FP16 and INT8 layers only" in str(info.value)
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_dla_profile_is_fixed_at_opt():
+    assert TensorRTOptions(dla_core=1).profile((1, 8, 32)) == (8, 8, 8)
+    assert TensorRTOptions().profile((1, 8, 32)) == (1, 8, 32)
+    assert TensorRTOptions(batch="4").profile((1, 8, 32)) == (4, 4, 4)
 
 
 @pytest.mark.skipif(available("torch2trt"), reason="torch2trt is installed")
 def test_via_torch2trt_says_how_to_install_it(tmp_path):
     with pytest.raises(MissingDependency) as info:
-        get_backend("tensorrt").build(None, "fp16", str(tmp_path / "x.engine"), {"via": "torch2trt"})
+        get_backend("tensorrt").build(None, "fp16", str(tmp_path / "x.engine"),
+                                      BuildInputs(tensorrt=TensorRTOptions(via="torch2trt")))
     assert "NVIDIA-AI-IOT/torch2trt" in str(info.value)
 
 
@@ -195,14 +213,12 @@ def test_int8_without_fast_int8_falls_back_to_fp16(sample_build, tmp_path, capsy
     """Jetson Nano (SM 5.3) has no fast INT8: the FP16 variant is built instead, with a warning."""
     import tensorrt_rtx
     from trtkit.backends.tensorrt.builder import _source_and_mode
-    from trtkit.build import BuildContext, BuildOptions
     src_dir, manifest = sample_build
-    ctx = BuildContext(BuildOptions(out=str(tmp_path)), str(tmp_path))
-    ctx.name, ctx.fp32_onnx = "resnet18", os.path.join(src_dir, _artifact(manifest, "fp32")["path"])
+    inputs = BuildInputs(fp32_onnx=os.path.join(src_dir, _artifact(manifest, "fp32")["path"]), work_dir=str(tmp_path))
     nano = {"fp16": gpu_probe.fast_fp16("5.3"), "int8": gpu_probe.fast_int8("5.3")}
     assert nano == {"fp16": True, "int8": False}
     source, built, int8_path, note = _source_and_mode(tensorrt_rtx, "tensorrt-rtx", "unused.int8.onnx", "int8",
-                                                      {"context": ctx}, nano)
+                                                      inputs, TensorRTOptions(), nano)
     assert built == "fp16" and int8_path is None and "no fast INT8" in note
     assert os.path.isfile(source) and source.endswith(".fp16.onnx")
     assert "building FP16 instead of INT8" in capsys.readouterr().err

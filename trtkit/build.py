@@ -1,57 +1,120 @@
 """The main job: model -> validated FP32 ONNX -> precision variants -> backend artifacts -> verified manifest.
 
 ``build(BuildOptions(...))`` is what ``scripts/build_engine.py`` and
-``trtkit build`` call. Everything is written into a staging folder inside
-``--out`` and moved into place only when the whole build succeeded, so a failed
-build never leaves a half-written file behind.
+``trtkit build`` call. Each step gets what it needs as arguments: the model
+from ``source.resolve_model`` (shared with ``trtkit calibrate``), INT8 ranges
+from ``precision.calibrate`` by a ``CalibrationConfig``, engines from the
+backend by ``BuildInputs`` (with its ``TensorRTOptions``) and the
+``Int8Calibration``. Files are written into the build folder's staging area
+and published only when the whole build succeeded (``buildfolder``), so
+``OUT`` always holds exactly one consistent build.
 
-Steps add themselves through small hooks rather than editing this flow:
-``VARIANT_MAKERS`` (precision -> function making that ONNX variant) and
-backends from ``trtkit.backends``.
+New precisions add themselves to ``VARIANT_MAKERS`` (precision -> function
+making that ONNX variant); new runtimes are backends in ``trtkit.backends``.
 """
 
 import os
-import shutil
-import tempfile
 import time
 
 from trtkit import log
+from trtkit.backends.base import BuildInputs
+from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.errors import DeviceUnavailable, InputError
-from trtkit.fileio import human_bytes, output_dir, sha256_file
+from trtkit.fileio import human_bytes
 from trtkit.manifest import new_manifest, save_manifest
 from trtkit.precision import PRECISIONS
+from trtkit.precision.config import CalibrationConfig
+from trtkit.source import ModelOptions
 
 # Top-1 agreement with the FP32 reference below which a variant is marked failing.
 DEFAULT_MIN_AGREEMENT = {"fp32": 0.999, "fp16": 0.99, "int8": 0.98}
+DEFAULT_OUT = os.path.join("build", "engines")
 
 
 class BuildOptions(object):
-    """Every knob of a build; the CLI fills it from flags, Python callers directly."""
+    """Every choice of a build; ``from_args`` fills it from ``trtkit build``'s flags, Python callers directly.
+
+    The model (``model``, ``checkpoint``, ``onnx``, ``num_classes``, ``input_size``,
+    ``exporter``) becomes ``self.source`` (a ModelOptions, or pass ``source``); ``calibration`` is a
+    CalibrationConfig and ``tensorrt`` a TensorRTOptions (defaults when None).
+    """
 
     def __init__(self, model=None, checkpoint=None, onnx=None, precisions=("fp32", "fp16"), backend="auto",
-                 num_classes=None,
-                 input_size=None, out="build", data="sample", verify_images=None, batch_size=32,
-                 exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0, throughput_batch=8,
-                 min_agreement=None, extra=None):
-        self.model = model
-        self.checkpoint = checkpoint
-        self.onnx = onnx
+                 num_classes=None, input_size=None, out=DEFAULT_OUT, data="sample", verify_images=None,
+                 batch_size=32, exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0,
+                 throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None, source=None):
+        self.source = source or ModelOptions(model=model, checkpoint=checkpoint, onnx=onnx,
+                                             num_classes=num_classes, input_size=input_size, exporter=exporter)
         self.precisions = parse_precisions(precisions)
-        self.num_classes = num_classes
         self.backend = backend
-        self.input_size = input_size
         self.out = out
         self.data = data
         self.verify_images = verify_images
-        self.batch_size = batch_size
-        self.exporter = exporter
-        self.tolerance = tolerance
-        self.strict = strict
-        self.throughput_seconds = throughput_seconds
-        self.throughput_batch = throughput_batch
+        self.batch_size = int(batch_size)
+        self.tolerance = float(tolerance)
+        self.strict = bool(strict)
+        self.throughput_seconds = float(throughput_seconds)
+        self.throughput_batch = int(throughput_batch)
         self.min_agreement = dict(DEFAULT_MIN_AGREEMENT, **(min_agreement or {}))
-        # options owned by later steps (calibration, TensorRT) travel here by name
-        self.extra = dict(extra or {})
+        self.calibration = calibration or CalibrationConfig()
+        self.tensorrt = tensorrt or TensorRTOptions()
+        if self.batch_size < 1 or self.throughput_batch < 1:
+            raise InputError("batch sizes must be at least 1 (--batch-size {})".format(batch_size))
+        if verify_images is not None and int(verify_images) < 1:
+            raise InputError("--verify-images must be at least 1, got {}".format(verify_images))
+        if self.tolerance <= 0:
+            raise InputError("--tolerance must be positive, got {:g}".format(self.tolerance))
+
+    @property
+    def default_batch(self):
+        """The (min, opt, max) batch profile an engine gets when ``--batch`` is not given."""
+        largest = max(self.batch_size, self.throughput_batch)
+        return (1, min(self.throughput_batch, largest), largest)
+
+    def to_dict(self, backend_name):
+        """The manifest's ``options``: enough to repeat the build."""
+        record = {"precisions": self.precisions, "batch_size": self.batch_size,
+                  "throughput_batch": self.throughput_batch, "verify_images": self.verify_images,
+                  "tolerance": self.tolerance, "min_agreement": self.min_agreement}
+        if "int8" in self.precisions:
+            record["calibration"] = self.calibration.to_dict()
+        if backend_name.startswith("tensorrt"):
+            record["tensorrt"] = self.tensorrt.to_dict()
+        return record
+
+    # ---------------------------------------------------------------- command line
+    @staticmethod
+    def add_arguments(parser):
+        from trtkit.backends import backend_names
+        ModelOptions.add_arguments(parser)
+        out = parser.add_argument_group("build")
+        out.add_argument("--precision", default="fp32,fp16", metavar="LIST",
+                         help="comma list of {} (default: fp32,fp16)".format(",".join(PRECISIONS)))
+        out.add_argument("--backend", default="auto", choices=["auto"] + backend_names(),
+                         help="runtime to build for (default: auto = TensorRT when usable, else ONNX Runtime)")
+        out.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                         help="output folder; it holds one build: files of an earlier build there are replaced "
+                              "(default: build/engines)")
+        TensorRTOptions.add_arguments(parser)
+        ver = parser.add_argument_group("verification")
+        ver.add_argument("--data", default="sample", metavar="SOURCE",
+                         help="held-out images to verify on (default: sample)")
+        ver.add_argument("--verify-images", type=int, default=None, metavar="N", help="use at most N images")
+        ver.add_argument("--batch-size", type=int, default=32, help="batch size for verification (default: 32)")
+        ver.add_argument("--tolerance", type=float, default=1e-3,
+                         help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)")
+        ver.add_argument("--strict", action="store_true",
+                         help="exit non-zero when a variant's top-1 agreement is below its threshold")
+        ver.add_argument("--bench-seconds", type=float, default=1.0,
+                         help="seconds of throughput timing per variant (0 to skip; default: 1)")
+        CalibrationConfig.add_arguments(parser)
+
+    @classmethod
+    def from_args(cls, args):
+        return cls(source=ModelOptions.from_args(args), precisions=args.precision, backend=args.backend, out=args.out, data=args.data,
+                   verify_images=args.verify_images, batch_size=args.batch_size, tolerance=args.tolerance,
+                   strict=args.strict, throughput_seconds=args.bench_seconds,
+                   calibration=CalibrationConfig.from_args(args), tensorrt=TensorRTOptions.from_args(args))
 
 
 def parse_precisions(value):
@@ -65,156 +128,98 @@ def parse_precisions(value):
     return list(dict.fromkeys(items))
 
 
-class BuildContext(object):
-    """What the steps of one build share: the model, data, reference logits and the staging folder."""
+class _Build(object):
+    """The state of one build inside this module: what the steps before produced for the steps after.
 
-    def __init__(self, options, staging):
+    Nothing outside ``build.py`` sees it; other packages get explicit arguments.
+    """
+
+    def __init__(self, options, folder, backend, source):
         self.options = options
-        self.staging = staging
-        self.torch_model = None
-        self.contract = None
-        self.name = None
-        self.fp32_onnx = None
-        self.summary = None
-        self.fixed_batch = None
-        self.verify_set = None
-        self.reference = None
+        self.folder = folder
+        self.backend = backend
+        self.source = source
+        self.name = source.name
+        self.verify_images = None
         self.labels = None
-        self.backend = None
-        self.manifest = None
-        self.notes = []
-
-    def stage_path(self, file_name):
-        return os.path.join(self.staging, file_name)
+        self.reference = None
+        self.fp32_onnx = source.onnx_path
+        self.inputs = None
 
 
 # ---------------------------------------------------------------- steps
 
-def _source_model(ctx):
-    """Load the PyTorch model (checkpoint, or the sample) or prepare a foreign ONNX."""
-    opts = ctx.options
-    from trtkit.models import InputContract
-    if opts.onnx:
-        if opts.checkpoint:
-            raise InputError("give --onnx or --checkpoint, not both")
-        from trtkit.onnx_tools import prepare_onnx
-        ctx.name = opts.model or os.path.splitext(os.path.basename(opts.onnx))[0]
-        ctx.fp32_onnx = ctx.stage_path("{}.fp32.onnx".format(ctx.name))
-        ctx.summary, notes = prepare_onnx(opts.onnx, ctx.fp32_onnx)
-        for note in notes:
-            log.info("onnx: " + note)
-        ctx.notes.extend(notes)
-        ctx.fixed_batch = ctx.summary.batch
-        c, h, w = ctx.summary.image_shape
-        size = opts.input_size or (h if isinstance(h, int) else None)
-        if size is None:
-            raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size")
-        if isinstance(h, int) and isinstance(w, int) and h != w:
-            raise InputError("the ONNX input is {}x{}; trtkit's preprocessing makes square images".format(h, w))
-        if opts.input_size and isinstance(h, int) and opts.input_size != h:
-            raise InputError("--input-size {} does not match the ONNX input size {}".format(opts.input_size, h))
-        ctx.contract = InputContract(size=size, channels=c if isinstance(c, int) else 3)
-        if opts.num_classes and ctx.summary.num_classes and opts.num_classes != ctx.summary.num_classes:
-            raise InputError("{} outputs {} classes, not {}".format(opts.onnx, ctx.summary.num_classes,
-                                                                    opts.num_classes))
-        return {"name": ctx.name, "source": "onnx", "onnx": os.path.abspath(opts.onnx),
-                "sha256": sha256_file(opts.onnx), "num_classes": ctx.summary.num_classes,
-                "input": ctx.contract.to_dict(), "input_name": ctx.summary.input_name,
-                "output_names": ctx.summary.output_names, "opset": ctx.summary.opset, "notes": notes}
-    from trtkit.models import check_model_name, load_model
-    if opts.model:
-        check_model_name(opts.model)
-    if opts.checkpoint:
-        model = load_model(opts.model, opts.checkpoint, num_classes=opts.num_classes, input_size=opts.input_size)
-        source, path = "checkpoint", opts.checkpoint
-    else:
-        if opts.model not in (None, "resnet18"):
-            raise InputError("--model {} needs --checkpoint (only the resnet18 sample model is built in)".format(
-                opts.model), hint="pass --checkpoint FILE, or drop --model to use the sample model")
-        from trtkit.sample import sample_model
-        model, path, _ = sample_model()
-        source = "sample"
-        if opts.input_size and opts.input_size != model.input_contract.size:
-            model.input_contract.size = opts.input_size
-    ctx.torch_model = model
-    ctx.contract = model.input_contract
-    ctx.name = model.trtkit_name.replace("torchvision:", "")
-    return {"name": model.trtkit_name, "source": source, "checkpoint": os.path.abspath(path),
-            "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
-            "input": ctx.contract.to_dict()}
-
-
-def _load_verify_data(ctx):
-    opts = ctx.options
+def _load_verify_data(state):
+    options = state.options
     from trtkit.data import load_images
-    ctx.verify_set = load_images(opts.data, ctx.contract, split="heldout", limit=opts.verify_images)
-    labels = ctx.verify_set.labels
-    num_classes = ctx.torch_model.num_classes if ctx.torch_model is not None else ctx.summary.num_classes
-    names = ctx.verify_set.class_names
+    verify_set = load_images(options.data, state.source.contract, split="heldout", limit=options.verify_images)
+    labels = verify_set.labels
+    names = verify_set.class_names
+    num_classes = state.source.num_classes
     if labels is not None and names is not None and num_classes is not None and len(names) != num_classes:
         log.info("data has {} classes, the model {}: accuracy is not reported, agreement is".format(
             len(names), num_classes))
         labels = None
-    ctx.labels = labels
-    return {"source": opts.data, "identity": ctx.verify_set.identity, "split": "heldout",
-            "images": len(ctx.verify_set), "labels": labels is not None}
+    state.verify_images = verify_set.images
+    state.labels = labels
+    return {"source": options.data, "identity": verify_set.identity, "split": "heldout",
+            "images": len(verify_set), "labels": labels is not None}
 
 
-def _export(ctx):
+def _export(state):
     """FP32 ONNX + reference logits. PyTorch models are exported and validated against PyTorch."""
-    opts = ctx.options
-    images = ctx.verify_set.images
-    if ctx.torch_model is None:
+    options = state.options
+    images = state.verify_images
+    model = state.source.torch_model
+    if model is None:
         from trtkit.backends.onnxruntime import OnnxRuntimeRunner
         from trtkit.verify import run_batches
-        with OnnxRuntimeRunner(ctx.fp32_onnx, providers=["CPUExecutionProvider"]) as runner:
-            ctx.reference = run_batches(runner, images, opts.batch_size, ctx.fixed_batch)
+        with OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]) as runner:
+            state.reference = run_batches(runner, images, options.batch_size, state.source.fixed_batch)
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
     from trtkit.export import export_onnx, torch_logits, validate_export
-    ctx.fp32_onnx = ctx.stage_path("{}.fp32.onnx".format(ctx.name))
+    state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
-    exporter, opset = export_onnx(ctx.torch_model, ctx.fp32_onnx, exporter=opts.exporter)
-    ctx.reference = torch_logits(ctx.torch_model, images, opts.batch_size)
-    diff, agreement = validate_export(ctx.fp32_onnx, ctx.reference, images, tolerance=opts.tolerance)
+    exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter)
+    state.reference = torch_logits(model, images, options.batch_size)
+    diff, agreement = validate_export(state.fp32_onnx, state.reference, images, tolerance=options.tolerance)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
-             "top-1 agreement {:.2%} on {} images ({:.1f}s)".format(ctx.name, exporter, opset, diff, agreement,
+             "top-1 agreement {:.2%} on {} images ({:.1f}s)".format(state.name, exporter, opset, diff, agreement,
                                                                     len(images), time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
-            "top1_agreement": agreement, "tolerance": opts.tolerance}
+            "top1_agreement": agreement, "tolerance": options.tolerance}
 
 
-def _fp32_variant(ctx):
-    return ctx.fp32_onnx, {}
+def _fp32_variant(state):
+    return state.fp32_onnx, {}, None
 
 
-def _fp16_variant(ctx):
+def _fp16_variant(state):
     from trtkit.precision.fp16 import convert_fp16
-    path = ctx.stage_path("{}.fp16.onnx".format(ctx.name))
-    kept = convert_fp16(ctx.fp32_onnx, path)
-    return path, {"kept_fp32_ops": kept}
+    path = state.folder.stage_path("{}.fp16.onnx".format(state.name))
+    kept = convert_fp16(state.fp32_onnx, path)
+    return path, {"kept_fp32_ops": kept}, None
 
 
-def _int8_variant(ctx):
-    try:
-        from trtkit.precision.calibrate import make_int8_variant
-    except ImportError:
-        raise InputError("INT8 needs the calibration module, which this trtkit does not have yet",
-                         hint="use --precision fp32,fp16")
-    return make_int8_variant(ctx)
+def _int8_variant(state):
+    from trtkit.precision.calibrate import make_int8_variant
+    return make_int8_variant(state.fp32_onnx, state.name, state.source.contract, state.options.calibration,
+                             state.options.data, state.backend.int8_encoding, state.folder.staging)
 
 
+# precision -> function(state) returning (ONNX path, manifest fields, Int8Calibration or None)
 VARIANT_MAKERS = {"fp32": _fp32_variant, "fp16": _fp16_variant, "int8": _int8_variant}
 
 
-def _build_artifact(ctx, precision):
-    opts = ctx.options
-    onnx_path, variant_meta = VARIANT_MAKERS[precision](ctx)
-    backend = ctx.backend
-    name = "{}.{}".format(ctx.name, precision)
-    artifact = ctx.stage_path(name + backend.artifact_suffix)
+def _build_artifact(state, precision):
+    options = state.options
+    onnx_path, variant_meta, calibration = VARIANT_MAKERS[precision](state)
+    backend = state.backend
+    name = "{}.{}".format(state.name, precision)
+    artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
-    backend_meta = backend.build(onnx_path, precision, artifact, dict(opts.extra, context=ctx)) or {}
+    backend_meta = backend.build(onnx_path, precision, artifact, state.inputs, calibration) or {}
     build_seconds = time.time() - start
     record = {"name": name, "precision": precision, "backend": backend.name,
               "path": os.path.basename(artifact), "onnx": os.path.basename(onnx_path),
@@ -222,14 +227,14 @@ def _build_artifact(ctx, precision):
     record.update(variant_meta)
     if backend_meta:
         record["backend_info"] = backend_meta
-    runner = backend.runner(artifact, opts.extra)
+    runner = backend.runner(artifact)
     try:
         with runner:
-            from trtkit.verify import run_batches, compare
-            logits = run_batches(runner, ctx.verify_set.images, opts.batch_size, ctx.fixed_batch)
-            record["verify"] = compare(logits, ctx.reference, ctx.labels)
-            record["throughput_ips"] = _throughput(ctx, runner)
-            record["throughput_batch"] = ctx.fixed_batch or opts.throughput_batch
+            from trtkit.verify import compare, run_batches
+            logits = run_batches(runner, state.verify_images, options.batch_size, state.source.fixed_batch)
+            record["verify"] = compare(logits, state.reference, state.labels)
+            record["throughput_ips"] = _throughput(state, runner)
+            record["throughput_batch"] = state.source.fixed_batch or options.throughput_batch
     except DeviceUnavailable as exc:
         record["verify"] = None
         record["throughput_ips"] = None
@@ -237,7 +242,7 @@ def _build_artifact(ctx, precision):
         record["status_detail"] = "not run: {}".format(exc)
         log.warn("{} built but not run: {}".format(name, exc))
         return record
-    threshold = opts.min_agreement.get(precision, 0.98)
+    threshold = options.min_agreement.get(precision, 0.98)
     agreement = record["verify"]["top1_agreement"]
     record["min_agreement"] = threshold
     if agreement < threshold:
@@ -257,63 +262,56 @@ def _advice(precision):
     return ""
 
 
-def _throughput(ctx, runner):
-    opts = ctx.options
-    if opts.throughput_seconds <= 0:
+def _throughput(state, runner):
+    options = state.options
+    if options.throughput_seconds <= 0:
         return None
     from trtkit.bench.timing import quick_throughput
-    return quick_throughput(runner, ctx.verify_set.images, ctx.fixed_batch or opts.throughput_batch,
-                            opts.throughput_seconds)
+    return quick_throughput(runner, state.verify_images, state.source.fixed_batch or options.throughput_batch,
+                            options.throughput_seconds)
 
 
 # ---------------------------------------------------------------- orchestration
 
 def build(options):
     """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``)."""
-    with output_dir(options.out) as out:
-        manifest = _build_into(options, out)
+    from trtkit.buildfolder import build_folder
+    with build_folder(options.out) as folder:
+        manifest = _build_into(options, folder)
     if options.strict:
         failing = [a["name"] for a in manifest["artifacts"] if a.get("status") == "failing"]
         if failing:
             from trtkit.errors import VerificationFailed
             raise VerificationFailed("{} below the agreement threshold: {}".format(
                 "variant" if len(failing) == 1 else "variants", ", ".join(failing)),
-                hint="see {} for the figures".format(os.path.join(out, "manifest.json")))
+                hint="see {} for the figures".format(os.path.join(folder.path, "manifest.json")))
     return manifest
 
 
-def _build_into(options, out):
+def _build_into(options, folder):
     from trtkit.backends import select_backend
-    staging = tempfile.mkdtemp(prefix=".trtkit-build-", dir=out)
-    ctx = BuildContext(options, staging)
+    from trtkit.source import resolve_model
     total_start = time.time()
-    try:
-        ctx.backend, why = select_backend(options.backend)
-        log.info("backend: {} ({})".format(ctx.backend.name, why))
-        model_info = _source_model(ctx)
-        ctx.manifest = manifest = new_manifest(model_info)
-        manifest["data"] = _load_verify_data(ctx)
-        manifest["export"] = _export(ctx)
-        manifest["backend"] = {"name": ctx.backend.name, "reason": why}
-        manifest["options"] = {"precisions": options.precisions, "batch_size": options.batch_size,
-                               "throughput_batch": options.throughput_batch}
-        for precision in options.precisions:
-            log.info("building {} {} ...".format(ctx.name, precision))
-            manifest["artifacts"].append(_build_artifact(ctx, precision))
-        manifest["build_seconds"] = round(time.time() - total_start, 2)
-        save_manifest(staging, manifest)
-        _publish(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    manifest["_dir"] = out
+    backend, why = select_backend(options.backend)
+    log.info("backend: {} ({})".format(backend.name, why))
+    state = _Build(options, folder, backend, resolve_model(options.source, folder.staging))
+    manifest = new_manifest(state.source.info)
+    manifest["data"] = _load_verify_data(state)
+    manifest["export"] = _export(state)
+    manifest["backend"] = {"name": backend.name, "reason": why}
+    manifest["options"] = options.to_dict(backend.name)
+    state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
+                               default_batch=options.default_batch, work_dir=folder.staging,
+                               torch_model=state.source.torch_model, tensorrt=options.tensorrt)
+    for precision in options.precisions:
+        log.info("building {} {} ...".format(state.name, precision))
+        manifest["artifacts"].append(_build_artifact(state, precision))
+    manifest["build_seconds"] = round(time.time() - total_start, 2)
+    manifest["files"] = folder.staged_files()
+    save_manifest(folder.staging, manifest)
+    folder.publish()
+    manifest["_dir"] = folder.path
     return manifest
-
-
-def _publish(staging, out):
-    """Move every finished file from the staging folder into ``out`` (manifest last)."""
-    names = sorted(os.listdir(staging), key=lambda n: n == "manifest.json")
-    for name in names:
-        os.replace(os.path.join(staging, name), os.path.join(out, name))
 
 
 def format_table(manifest):

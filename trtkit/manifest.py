@@ -5,7 +5,7 @@ Schema (version 1), extended by later steps but never broken:
     {"manifest_version": 1, "trtkit_version": ..., "created": ...,
      "model": {"name", "source", "checkpoint", "onnx", "num_classes", "input": {size, mean, std, channels},
                "sha256"},
-     "export": {...}, "data": {...},
+     "export": {...}, "data": {...}, "options": {...}, "files": [every file of the build],
      "artifacts": [{"name", "precision", "backend", "path" (relative to DIR), "bytes", "onnx",
                     "verify": {"top1_agreement", "accuracy", "reference_accuracy", "max_abs_diff", ...},
                     "throughput_ips", "status", ...}]}
@@ -52,3 +52,21 @@ def load_manifest(path):
 def artifact_path(manifest, artifact):
     """Absolute path of an artifact listed in a loaded manifest."""
     return os.path.join(manifest["_dir"], artifact["path"])
+
+
+def manifest_files(manifest):
+    """Names of every file of the build (relative to its folder; the manifest itself excluded).
+
+    Manifests list them under ``files``; older ones are read from the fields that name files.
+    """
+    if "files" in manifest:
+        return list(manifest["files"])
+    names = set()
+    for artifact in manifest.get("artifacts", []):
+        calibration = artifact.get("calibration") or {}
+        backend_info = artifact.get("backend_info") or {}
+        for value in (artifact.get("path"), artifact.get("onnx"), backend_info.get("sidecar"),
+                      calibration.get("report"), calibration.get("trt_calibration_cache")):
+            if value:
+                names.add(value)
+    return sorted(names)

@@ -12,38 +12,9 @@ input contract (size, mean, std) so every later step preprocesses alike.
 import difflib
 import os
 
+from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-class InputContract(object):
-    """What a model expects: NCHW float32, ``channels`` x ``size`` x ``size``, normalized."""
-
-    def __init__(self, size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, channels=3):
-        self.size = int(size)
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
-        self.channels = int(channels)
-
-    @property
-    def shape(self):
-        """Shape of one image (C, H, W)."""
-        return (self.channels, self.size, self.size)
-
-    def to_dict(self):
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std), "channels": self.channels}
-
-    @classmethod
-    def from_dict(cls, data):
-        return cls(size=data.get("size", 224), mean=data.get("mean", IMAGENET_MEAN),
-                   std=data.get("std", IMAGENET_STD), channels=data.get("channels", 3))
-
-    def __repr__(self):
-        return "InputContract(size={}, mean={}, std={})".format(self.size, self.mean, self.std)
-
 
 # name -> (block kind, blocks per stage)
 ARCHITECTURES = {

@@ -115,12 +115,36 @@ class Backend(object):
         """(usable, reason): reason says why not, or what was found."""
         raise NotImplementedError
 
-    def build(self, onnx_path, precision, out_path, options=None):
+    def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
         """Build the artifact for ``precision`` from ``onnx_path`` at ``out_path`` (atomically).
 
-        Returns a dict of backend-specific metadata for the manifest.
+        ``inputs`` is a ``BuildInputs`` (what the build knows besides this ONNX),
+        ``calibration`` the INT8 calibration (``precision.calibrate.Int8Calibration``)
+        when ``precision`` is int8. Returns a dict of backend-specific metadata for
+        the manifest.
         """
         raise NotImplementedError
 
     def runner(self, artifact_path, options=None):
         raise NotImplementedError
+
+
+class BuildInputs(object):
+    """What a backend may use besides the precision's ONNX file, passed explicitly to ``Backend.build``.
+
+    ``contract``: the InputContract (sizes for dynamic image dims); ``fp32_onnx``:
+    the build's FP32 ONNX (the implicit-INT8 path and the FP16 fallback start from
+    it); ``default_batch``: the (min, opt, max) profile the build would like when
+    none is given; ``work_dir``: where intermediate files may be written (they
+    become part of the build); ``torch_model``: the PyTorch model when there is
+    one (torch2trt); ``tensorrt``: ``TensorRTOptions`` (None: defaults).
+    """
+
+    def __init__(self, contract=None, fp32_onnx=None, default_batch=(1, 8, 32), work_dir=None, torch_model=None,
+                 tensorrt=None):
+        self.contract = contract
+        self.fp32_onnx = fp32_onnx
+        self.default_batch = tuple(default_batch)
+        self.work_dir = work_dir
+        self.torch_model = torch_model
+        self.tensorrt = tensorrt

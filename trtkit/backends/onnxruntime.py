@@ -89,7 +89,7 @@ class OnnxRuntimeBackend(Backend):
         where = "CUDA" if "CUDAExecutionProvider" in providers else "CPU"
         return True, "ONNX Runtime on {}".format(where)
 
-    def build(self, onnx_path, precision, out_path, options=None):
+    def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
         if os.path.abspath(onnx_path) != os.path.abspath(out_path):
             with atomic_path(out_path) as tmp:
                 shutil.copyfile(onnx_path, tmp)

@@ -195,7 +195,7 @@ class TorchBackend(Backend):
             return False, "torch is not installed"
         return True, "PyTorch on {}".format(default_device())
 
-    def build(self, onnx_path, precision, out_path, options=None):
+    def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
         raise InputError("the torch backend runs checkpoints; it builds no artifacts",
                          hint="use it for benchmark baselines (trtkit bench), build with onnxruntime or tensorrt")
 

@@ -14,10 +14,11 @@ another method reuses the histograms and recomputes only the ranges; another
 model or data recomputes everything. A cache file that fails to load or does
 not fit the model is reported and recomputed, never trusted.
 
-``make_int8_variant(ctx)`` is the build pipeline's hook (``trtkit/build.py``):
+``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/build.py``):
 it calibrates on the *train* split (verification uses the held-out split),
 writes the Q/DQ ONNX in the encoding the backend asks for
-(``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report.
+(``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report,
+and returns an ``Int8Calibration`` that the backend receives as an argument.
 """
 
 import hashlib
@@ -31,12 +32,11 @@ from trtkit import log
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
+from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES, CalibrationConfig
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_amax
 from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
 
 STATS_FORMAT = 1  # bump when the statistics change meaning; old cache entries then miss
-DEFAULT_CALIB_IMAGES = 512
-DEFAULT_CALIB_BATCH = 32
 
 
 class CalibrationResult(object):
@@ -262,14 +262,16 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
 
 
 def load_calibration_images(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
-    """The calibration images: ``count`` drawn (seeded) from the *train* split of ``source``."""
+    """The calibration images: ``count`` drawn (seeded) from the *train* split of ``source``.
+
+    The one loader of calibration images: the Q/DQ writers and TensorRT's
+    implicit-INT8 calibrator both get the ImageSet it returns.
+    """
     from trtkit.data import load_images
     if count is not None and count < 1:
         raise InputError("--calib-images must be at least 1, got {}".format(count))
     return load_images(source, contract, split="train", limit=count, seed=seed)
 
-
-# ------------------------------------------------------------------ build hook
 
 def save_qdq(fp32_onnx, ranges, encoding, dst):
     """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` with ``ranges`` to ``dst`` (atomically)."""
@@ -281,37 +283,45 @@ def save_qdq(fp32_onnx, ranges, encoding, dst):
     return dst
 
 
-def _option(extra, name, default):
-    value = extra.get(name)
-    return default if value is None else value
+# ------------------------------------------------------------------ build step
+
+class Int8Calibration(object):
+    """What a build's INT8 step hands to the backend: the calibration (``result``: ranges and report),
+    the images it used (``images``, an ImageSet; TensorRT's implicit path and torch2trt calibrate on
+    them) and the TensorRT calibration cache it wrote (``trt_cache``, a path)."""
+
+    def __init__(self, result, images, trt_cache):
+        self.result = result
+        self.images = images
+        self.trt_cache = trt_cache
+
+    @property
+    def method(self):
+        return self.result.method
 
 
-def make_int8_variant(ctx):
-    """build.py's INT8 hook: calibrate, write the Q/DQ ONNX, TensorRT cache and report into staging."""
-    from trtkit.precision.trt_cache import parse_version, write_cache
-    extra = ctx.options.extra
-    method = extra.get("calib_method") or DEFAULT_METHOD
-    count = _option(extra, "calib_images", DEFAULT_CALIB_IMAGES)
-    batch = _option(extra, "calib_batch_size", DEFAULT_CALIB_BATCH)
-    percentile = _option(extra, "calib_percentile", DEFAULT_PERCENTILE)
-    source = extra.get("calib_data") or ctx.options.data
-    encoding = getattr(ctx.backend, "int8_encoding", "tensorrt")
-    imageset = load_calibration_images(source, ctx.contract, count, seed=extra.get("calib_seed") or 0)
-    result = calibrate(ctx.fp32_onnx, imageset, method, batch, percentile, use_cache=not extra.get("no_calib_cache"))
-    # the TensorRT backend's implicit-INT8 path (TensorRT <= 10) reuses these images and ranges
-    ctx.calibration = result
-    ctx.calib_set = imageset
+def make_int8_variant(fp32_onnx, name, contract, config, default_data, encoding, out_dir):
+    """Calibrate ``fp32_onnx`` by ``config`` (a CalibrationConfig) and write into ``out_dir``:
+    ``NAME.int8.onnx`` (Q/DQ in ``encoding``), ``NAME.int8.calib.cache`` and
+    ``NAME.int8.calibration.json``. Returns (onnx path, manifest fields, Int8Calibration).
 
-    onnx_path = save_qdq(ctx.fp32_onnx, result.ranges, encoding, ctx.stage_path("{}.int8.onnx".format(ctx.name)))
-    cache_name = "{}.int8.calib.cache".format(ctx.name)
-    version = parse_version(extra["trt_version"]) if extra.get("trt_version") else None
-    write_cache(ctx.stage_path(cache_name), result.amax(), method, version)
-    report_name = "{}.int8.calibration.json".format(ctx.name)
+    ``default_data`` is the image source when the config names none (the build's ``--data``).
+    """
+    from trtkit.precision.trt_cache import write_cache
+    config = config or CalibrationConfig()
+    source = config.data_or(default_data)
+    imageset = load_calibration_images(source, contract, config.images, seed=config.seed)
+    result = calibrate(fp32_onnx, imageset, config.method, config.batch, config.percentile,
+                       use_cache=config.use_cache)
+    onnx_path = save_qdq(fp32_onnx, result.ranges, encoding, os.path.join(out_dir, "{}.int8.onnx".format(name)))
+    cache_name = "{}.int8.calib.cache".format(name)
+    write_cache(os.path.join(out_dir, cache_name), result.amax(), config.method, config.trt_version)
+    report_name = "{}.int8.calibration.json".format(name)
     report = dict(result.report, encoding=encoding, int8_onnx=os.path.basename(onnx_path),
                   trt_calibration_cache=cache_name, source=str(source), split="train")
-    write_json(ctx.stage_path(report_name), report)
+    write_json(os.path.join(out_dir, report_name), report)
     meta = {"int8_encoding": encoding,
-            "calibration": {"method": method, "images": report["images"], "data": str(source),
+            "calibration": {"method": config.method, "images": report["images"], "data": str(source),
                             "report": report_name, "trt_calibration_cache": cache_name,
                             "cache_reused": result.reused, "seconds": report["seconds"]["total"]}}
-    return onnx_path, meta
+    return onnx_path, meta, Int8Calibration(result, imageset, os.path.join(out_dir, cache_name))

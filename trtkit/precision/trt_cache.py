@@ -39,12 +39,8 @@ def installed_trt_version():
     """The version tuple of the installed ``tensorrt`` module (not TensorRT-RTX), or None."""
     try:
         import tensorrt  # noqa: F401  (optional; the classic TensorRT reads caches, RTX does not)
-    except Exception:
-        return None
-    from trtkit.backends.tensorrt.api import version_tuple
-    try:
-        return tuple((list(version_tuple(tensorrt)) + [0, 0, 0])[:3])
-    except AttributeError:  # a module without __version__
+        return parse_version(tensorrt.__version__)
+    except Exception:  # not installed, or a module without a usable __version__
         return None
 
 
@@ -68,6 +64,20 @@ def write_cache(path, amax, method="entropy", version=None):
     scales = dict((name, max(float(a), 0.0) / 127.0) for name, a in amax.items())
     write_text(path, format_cache(scales, method, version or installed_trt_version() or DEFAULT_TRT_VERSION))
     return scales
+
+
+def cache_algorithm(path):
+    """The calibrator a cache file was written by (``EntropyCalibration2``, ``MinMaxCalibration``, ...).
+
+    TensorRT reads a cache only through the calibrator class of that algorithm;
+    another class rejects it and asks for images instead.
+    """
+    with open(path, "r") as handle:
+        header = handle.readline().strip()
+    if not header.startswith("TRT-") or header.count("-") < 2:
+        raise InputError("{} is not a TensorRT calibration cache (no TRT-<version>-<algorithm> header)".format(path),
+                         hint="pass a cache written by TensorRT or 'trtkit calibrate'")
+    return header.split("-", 2)[2]
 
 
 def read_cache(path):

@@ -5,9 +5,9 @@ TensorRT needs its GPU to build. TensorRT-RTX builds ahead of time without one
 only on a GPU it supports, so a machine with no GPU gets ONNX Runtime.
 """
 
-from trtkit.backends.base import Backend
+from trtkit.backends.base import Backend, BuildInputs
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
-from trtkit.errors import InputError
+from trtkit.backends.tensorrt.options import TensorRTOptions
 
 RTX_MIN_CC = (7, 5)
 
@@ -34,15 +34,14 @@ class TensorRTBackend(Backend):
         return True, "{} {} on {} (SM {})".format(self.flavour, trt.__version__, gpu["name"],
                                                   gpu["compute_capability"])
 
-    def build(self, onnx_path, precision, out_path, options=None):
-        options = options or {}
-        if options.get("via") == "torch2trt":
+    def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
+        inputs = inputs or BuildInputs()
+        options = inputs.tensorrt or TensorRTOptions()
+        if options.via == "torch2trt":
             from trtkit.backends.tensorrt.torch2trt_path import build_with_torch2trt
-            return build_with_torch2trt(self.flavour, precision, out_path, options)
-        if options.get("via") not in (None, "onnx"):
-            raise InputError("unknown --via {}".format(options.get("via")), hint="use onnx or torch2trt")
+            return build_with_torch2trt(self.flavour, precision, out_path, inputs, options, calibration)
         from trtkit.backends.tensorrt.builder import build_engine
-        return build_engine(self.flavour, onnx_path, precision, out_path, options)
+        return build_engine(self.flavour, onnx_path, precision, out_path, inputs, calibration)
 
     def runner(self, artifact_path, options=None):
         from trtkit.backends.tensorrt.runner import TensorRTRunner

@@ -12,49 +12,16 @@ import os
 import time
 
 from trtkit import log
+from trtkit.backends.base import BuildInputs
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
+from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
 from trtkit.errors import InputError
 from trtkit.fileio import cache_dir, sha256_file, write_bytes
 
-DEFAULT_BATCH = "1:8:32"
-
-
-def parse_batch(text):
-    """"min:opt:max" (or one number for a fixed batch) -> (min, opt, max) integers."""
-    pieces = str(text).split(":")
-    try:
-        values = [int(p) for p in pieces]
-    except ValueError:
-        values = []
-    if len(values) == 1:
-        values = values * 3
-    if len(values) != 3 or not 1 <= values[0] <= values[1] <= values[2]:
-        raise InputError("--batch {} is not MIN:OPT:MAX with 1 <= MIN <= OPT <= MAX".format(text),
-                         hint="e.g. --batch 1:8:32")
-    return tuple(values)
-
-
-def parse_compute_capabilities(text):
-    """"8.6,8.9" or "current" -> ["8.6", "8.9"]."""
-    items = [t.strip().lower().replace("sm", "") for t in str(text).split(",") if t.strip()]
-    for item in items:
-        if item != "current" and not item.replace(".", "").isdigit():
-            raise InputError("--compute-capability {} is not a list like 8.6,8.9 or 'current'".format(text))
-    return [i if i == "current" or "." in i else "{}.{}".format(i[:-1], i[-1]) for i in items]
-
-
-def default_batch(options):
-    ctx = options.get("context")
-    if ctx is None or ctx.options is None:
-        return DEFAULT_BATCH
-    largest = max(int(ctx.options.batch_size), int(ctx.options.throughput_batch))
-    return "1:{}:{}".format(min(int(ctx.options.throughput_batch), largest), largest)
-
-
 def timing_cache_path(options, flavour, version, gpu):
-    if options.get("timing_cache"):
-        return options["timing_cache"]
+    if options.timing_cache:
+        return options.timing_cache
     where = "sm" + gpu["compute_capability"].replace(".", "") if gpu else "nogpu"
     name = "timing-{}-{}-{}.cache".format(flavour, ".".join(str(v) for v in version), where)
     return os.path.join(cache_dir("tensorrt"), name)
@@ -64,45 +31,40 @@ def _logger(trt):
     return trt.Logger(trt.Logger.WARNING)
 
 
-def _source_and_mode(trt, flavour, onnx_path, precision, options, fast):
+def _source_and_mode(trt, flavour, onnx_path, precision, inputs, options, fast):
     """Which ONNX to parse and how: (path, precision actually built, int8 path, note)."""
-    ctx = options.get("context")
     if precision == "int8" and fast.get("int8") is False:
         note = "this GPU has no fast INT8 (e.g. Jetson Nano): building FP16 instead of INT8"
         log.warn(note)
-        return _fp16_onnx(ctx, onnx_path), "fp16", None, note
+        return _fp16_onnx(inputs), "fp16", None, note
     if precision == "fp16" and fast.get("fp16") is False:
         log.warn("this GPU has no fast FP16: the FP16 engine may be no faster than FP32")
     if precision != "int8":
         return onnx_path, precision, None, None
-    mode = options.get("int8_path") or ("implicit" if options.get("calib_cache") else "qdq")
+    mode = options.resolved_int8_path()
     if mode == "qdq":
         return onnx_path, precision, "qdq", None
     if not api.supports_calibrator(trt):
         raise InputError("{} {} has no INT8 calibrators (implicit INT8 was removed)".format(
             flavour, trt.__version__), hint="use the Q/DQ INT8 path: drop --calib-cache / --int8-path implicit")
-    if ctx is None or not ctx.fp32_onnx:
+    if not inputs.fp32_onnx:
         raise InputError("implicit INT8 needs the FP32 ONNX of the build")
-    return ctx.fp32_onnx, precision, "implicit", None
+    return inputs.fp32_onnx, precision, "implicit", None
 
 
-def _fp16_onnx(ctx, onnx_path):
-    if ctx is None or not ctx.fp32_onnx:
+def _fp16_onnx(inputs):
+    """The FP16 ONNX an INT8 request falls back to, written beside the build's other files."""
+    if not inputs.fp32_onnx or not inputs.work_dir:
         raise InputError("no fast INT8 on this GPU and no FP32 ONNX to fall back from",
                          hint="build --precision fp16 instead")
     from trtkit.precision.fp16 import convert_fp16
-    path = ctx.stage_path("{}.int8-fallback.fp16.onnx".format(ctx.name))
+    stem = os.path.basename(inputs.fp32_onnx)
+    for suffix in (".onnx", ".fp32"):
+        stem = stem[:-len(suffix)] if stem.endswith(suffix) else stem
+    path = os.path.join(inputs.work_dir, stem + ".int8-fallback.fp16.onnx")
     if not os.path.isfile(path):
-        convert_fp16(ctx.fp32_onnx, path)
+        convert_fp16(inputs.fp32_onnx, path)
     return path
-
-
-def _staged_calibration_cache(ctx):
-    """The TensorRT cache the calibration module wrote for this build (``<name>.int8.calib.cache``), if any."""
-    if ctx is None or not ctx.name:
-        return None
-    path = ctx.stage_path("{}.int8.calib.cache".format(ctx.name))
-    return path if os.path.isfile(path) else None
 
 
 def _parse(trt, builder, logger, onnx_path):
@@ -118,17 +80,16 @@ def _parse(trt, builder, logger, onnx_path):
     return network, parser
 
 
-def _add_profile(trt, builder, config, network, options):
+def _add_profile(trt, builder, config, network, inputs, options):
     """A profile for the dynamic dims of each input (batch from --batch, others from the model's input size)."""
-    inputs, _ = api.network_io(network)
-    if not any(d < 0 for _, shape, _ in inputs for d in shape):
+    net_inputs, _ = api.network_io(network)
+    if not any(d < 0 for _, shape, _ in net_inputs for d in shape):
         return None, None
-    low, opt, high = parse_batch(options.get("batch") or default_batch(options))
-    ctx = options.get("context")
-    size = ctx.contract.size if ctx is not None and ctx.contract is not None else None
+    low, opt, high = options.profile(inputs.default_batch)
+    size = inputs.contract.size if inputs.contract is not None else None
     profile = builder.create_optimization_profile()
     record = {}
-    for name, shape, _ in inputs:
+    for name, shape, _ in net_inputs:
         rest = []
         for d in shape[1:]:
             if d < 0 and size is None:
@@ -152,9 +113,15 @@ def _timing_cache(config, path):
     return bool(data)
 
 
-def build_engine(flavour, onnx_path, precision, out_path, options=None):
-    """Build ``out_path`` (+ ``out_path.json``) from ``onnx_path``; returns the manifest's backend info."""
-    options = dict(options or {})
+def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibration=None):
+    """Build ``out_path`` (+ ``out_path.json``) from ``onnx_path``; returns the manifest's backend info.
+
+    ``inputs`` is a ``BuildInputs`` (its ``tensorrt`` holds the TensorRTOptions),
+    ``calibration`` the build's ``Int8Calibration`` (images, ranges, TensorRT cache)
+    for the implicit INT8 path.
+    """
+    inputs = inputs or BuildInputs()
+    options = inputs.tensorrt or TensorRTOptions()
     trt = api.load(flavour)
     version = api.version_tuple(trt)
     gpu = gpu_probe.probe()
@@ -168,33 +135,37 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
     if gpu is not None:
         fast = {"fp16": fast["fp16"] if fast["fp16"] is not None else gpu_probe.fast_fp16(gpu["compute_capability"]),
                 "int8": fast["int8"] if fast["int8"] is not None else gpu_probe.fast_int8(gpu["compute_capability"])}
-    source, built_precision, int8_path, note = _source_and_mode(trt, flavour, onnx_path, precision, options, fast)
+    source, built_precision, int8_path, note = _source_and_mode(trt, flavour, onnx_path, precision, inputs, options,
+                                                                fast)
+    if options.dla_core is not None and built_precision not in ("fp16", "int8"):
+        raise InputError("DLA runs FP16 and INT8 layers only; a {} engine would run on the GPU, not DLA core {}".format(
+            built_precision.upper(), options.dla_core), hint="build --precision fp16 or int8 with --dla-core")
     network, parser = _parse(trt, builder, logger, source)
     config = builder.create_builder_config()
     strongly_typed = api.strongly_typed_only(trt)
     flags = [] if strongly_typed else api.set_precision_flags(trt, config, built_precision)
-    if options.get("workspace"):
-        api.set_workspace(trt, config, int(float(options["workspace"]) * (1 << 20)))
-    profile_shapes, trt_profile = _add_profile(trt, builder, config, network, options)
-    targets = None
-    if options.get("compute_capability"):
-        targets = parse_compute_capabilities(options["compute_capability"])
+    if options.workspace_mib:
+        api.set_workspace(trt, config, int(options.workspace_mib * (1 << 20)))
+    profile_shapes, trt_profile = _add_profile(trt, builder, config, network, inputs, options)
+    targets = options.compute_capabilities
+    if targets:
         api.set_compute_capabilities(trt, config, targets)
-    if options.get("dla_core") is not None:
-        api.set_dla(trt, builder, config, int(options["dla_core"]))
+    if options.dla_core is not None:
+        api.set_dla(trt, builder, config, options.dla_core)
     calibrator = None
     if int8_path == "implicit":
         from trtkit.backends.tensorrt.calibrator import make_calibrator
-        options["calib_cache"] = options.get("calib_cache") or _staged_calibration_cache(options.get("context"))
         first = list(profile_shapes.values())[0] if profile_shapes else None
         batch = first[1][0] if first else max(1, network.get_input(0).shape[0])
-        calibrator = make_calibrator(trt, options, network, batch)
+        calibrator = make_calibrator(trt, network, batch, calibration, options.calib_cache)
         api.set_calibrator(config, calibrator, trt_profile)
     cache_path, cache_reused = None, False
     if flavour != "tensorrt-rtx":  # TensorRT-RTX: timing cache operations are no-ops (deprecated in 1.2)
         cache_path = timing_cache_path(options, flavour, version, gpu)
         cache_reused = _timing_cache(config, cache_path)
     serialized = builder.build_serialized_network(network, config)
+    if calibrator is not None:
+        calibrator.raise_if_failed()
     if serialized is None:
         raise InputError("{} could not build an engine from {} (see TensorRT's messages above)".format(
             flavour, os.path.basename(source)), hint="try --workspace with more MiB, or another precision")
@@ -202,12 +173,12 @@ def build_engine(flavour, onnx_path, precision, out_path, options=None):
     if cache_path:
         write_bytes(cache_path, config.get_timing_cache().serialize())
     seconds = time.time() - start
-    inputs, outputs = api.network_io(network)
-    io = [(n, True, s, api.dtype_name(trt, d)) for n, s, d in inputs]
-    io += [(n, False, s, api.dtype_name(trt, d)) for n, s, d in outputs]
+    net_inputs, net_outputs = api.network_io(network)
+    io = [(n, True, s, api.dtype_name(trt, d)) for n, s, d in net_inputs]
+    io += [(n, False, s, api.dtype_name(trt, d)) for n, s, d in net_outputs]
     extra = {"precision_requested": precision, "strongly_typed": strongly_typed, "builder_flags": flags,
-             "int8_path": int8_path, "compute_capabilities": targets, "dla_core": options.get("dla_core"),
-             "workspace_mib": options.get("workspace"), "via": "onnx"}
+             "int8_path": int8_path, "compute_capabilities": targets, "dla_core": options.dla_core,
+             "workspace_mib": options.workspace_mib, "via": "onnx"}
     if note:
         extra["note"] = note
     record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile_shapes,

@@ -1,10 +1,19 @@
-"""The legacy implicit INT8 path (TensorRT <= 10): an entropy calibrator fed by the calibration images.
+"""The legacy implicit INT8 path (TensorRT <= 10): a calibrator fed by the build's calibration images.
 
 TensorRT 11 and TensorRT-RTX removed calibrators; there INT8 comes only from a
 Q/DQ ONNX. The calibrator class is created inside a function because its base
 class lives in the tensorrt module, which trtkit never imports at top level.
-A calibration cache file (``--calib-cache``) is read when it exists, so no
-images are needed, and written after calibrating when it does not.
+
+Two traps shape this module (see shared TRT_NOTES, "Traps"):
+
+* TensorRT reads a calibration cache only through the calibrator class of the
+  algorithm named in its header (a ``MinMaxCalibration`` cache given to an
+  ``IInt8EntropyCalibrator2`` is rejected, and TensorRT then asks for images),
+  so the class is chosen from the cache's header, and the images stay
+  available whenever the build has them.
+* An exception inside ``get_batch`` aborts the process on TensorRT 8.2 and
+  silently ends calibration on 10.x, so it is caught there, calibration is told
+  the data ended, and ``raise_if_failed`` re-raises it after the build.
 """
 
 import os
@@ -15,57 +24,79 @@ from trtkit import log
 from trtkit.errors import InputError
 from trtkit.fileio import write_bytes
 
-DEFAULT_IMAGES = 256
+# algorithm in a cache header -> TensorRT calibrator class
+CALIBRATOR_CLASSES = {"EntropyCalibration2": "IInt8EntropyCalibrator2",
+                      "EntropyCalibration": "IInt8EntropyCalibrator",
+                      "MinMaxCalibration": "IInt8MinMaxCalibrator"}
+DEFAULT_ALGORITHM = "EntropyCalibration2"
 
 
-def calibration_images(options):
-    """float32 NCHW images to calibrate on: the calibration module's set, else the train split of
-    --calib-data (or --data)."""
-    ctx = options.get("context")
-    if ctx is None:
-        raise InputError("implicit INT8 calibration needs the build's images", hint="pass --calib-cache FILE")
-    calib_set = getattr(ctx, "calib_set", None)
-    if calib_set is not None:
-        return calib_set.images
-    from trtkit.data import load_images
-    limit = int(options.get("calib_images") or DEFAULT_IMAGES)
-    source = options.get("calib_data") or ctx.options.data
-    return load_images(source, ctx.contract, split="train", limit=limit).images
+def calibrator_class_name(cache_path):
+    """The TensorRT calibrator class that can read ``cache_path`` (the default one when there is no file)."""
+    if not cache_path or not os.path.isfile(cache_path):
+        return CALIBRATOR_CLASSES[DEFAULT_ALGORITHM]
+    from trtkit.precision.trt_cache import cache_algorithm
+    algorithm = cache_algorithm(cache_path)
+    if algorithm not in CALIBRATOR_CLASSES:
+        raise InputError("{} was written by TensorRT's {} calibrator, which trtkit does not drive".format(
+            cache_path, algorithm), hint="use a cache from EntropyCalibration2, EntropyCalibration or MinMax")
+    return CALIBRATOR_CLASSES[algorithm]
 
 
-def make_calibrator(trt, options, network, batch):
-    """An ``IInt8EntropyCalibrator2`` over the calibration images and/or the cache file.
+def make_calibrator(trt, network, batch, calibration=None, cache_path=None):
+    """A calibrator over the calibration images and/or a cache file.
 
-    ``batch`` is the batch TensorRT calibrates with (the profile's OPT batch for a dynamic batch).
+    ``batch`` is the batch TensorRT calibrates with (the profile's OPT batch for a
+    dynamic batch); ``calibration`` is the build's ``Int8Calibration`` (its images,
+    and the cache the calibration module wrote); ``cache_path`` a user's cache
+    file (read when it exists, else written after calibrating).
     """
     from trtkit.backends.tensorrt import api
     from trtkit.backends.tensorrt.buffers import open_device
-    if not api.has(trt, "IInt8EntropyCalibrator2"):
-        raise InputError("TensorRT {} has no INT8 calibrators".format(trt.__version__),
-                         hint="use the Q/DQ INT8 path (the default)")
-    cache_path = options.get("calib_cache")
+    if calibration is not None and not cache_path:
+        cache_path = calibration.trt_cache
     have_cache = bool(cache_path) and os.path.isfile(cache_path)
-    images = None if have_cache else calibration_images(options)
+    class_name = calibrator_class_name(cache_path)
+    if not api.has(trt, class_name):
+        raise InputError("TensorRT {} has no {} (INT8 calibrators were removed)".format(trt.__version__, class_name),
+                         hint="use the Q/DQ INT8 path (the default)")
+    images = calibration.images.images if calibration is not None else None
+    if images is None and not have_cache:
+        raise InputError("implicit INT8 needs calibration images or a calibration cache",
+                         hint="build with --precision int8 (it calibrates), or pass --calib-cache FILE")
     if images is not None and len(images) < batch:
-        raise InputError("{} calibration images are fewer than the calibration batch {}".format(len(images), batch),
-                         hint="use more calibration images or a smaller --batch OPT")
+        if not have_cache:
+            raise InputError("{} calibration images are fewer than the calibration batch {}".format(
+                len(images), batch), hint="use more calibration images or a smaller --batch OPT")
+        images = None
     input_name = network.get_input(0).name
+    base = getattr(trt, class_name)
 
-    class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
+    class Calibrator(base):
         def __init__(self):
-            trt.IInt8EntropyCalibrator2.__init__(self)
+            base.__init__(self)
             self.position = 0
-            self.device = None if have_cache else open_device()
+            self.device = None
             self.buffer = None
+            self.error = None
 
         def get_batch_size(self):
             return batch
 
         def get_batch(self, names, p_str=None):
+            try:
+                return self._next(names)
+            except BaseException as exc:  # TensorRT must not see it: 8.2 aborts, 10.x ends quietly
+                self.error = exc
+                return None
+
+        def _next(self, names):
             if images is None or self.position + batch > len(images):
                 return None
             chunk = np.ascontiguousarray(images[self.position:self.position + batch], dtype=np.float32)
             self.position += batch
+            if self.device is None:
+                self.device = open_device()
             if self.buffer is None:
                 self.buffer = self.device.empty(chunk.shape, np.float32)
             self.device.upload(self.buffer, chunk)
@@ -80,6 +111,15 @@ def make_calibrator(trt, options, network, batch):
 
         def write_calibration_cache(self, cache):
             if cache_path and not have_cache:
-                write_bytes(cache_path, bytes(cache))
+                try:
+                    write_bytes(cache_path, bytes(cache))
+                except BaseException as exc:
+                    self.error = exc
 
-    return EntropyCalibrator()
+        def raise_if_failed(self):
+            """Re-raise what went wrong inside TensorRT's callbacks, now that the build returned."""
+            if self.error is not None:
+                error, self.error = self.error, None
+                raise error
+
+    return Calibrator()

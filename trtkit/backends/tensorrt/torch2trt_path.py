@@ -9,6 +9,8 @@ benchmarks treat it the same way.
 import os
 import time
 
+import numpy as np
+
 from trtkit import log
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
 from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
@@ -17,32 +19,31 @@ from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.fileio import write_bytes
 
 
-def build_with_torch2trt(flavour, precision, out_path, options):
+def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibration=None):
+    """Convert ``inputs.torch_model`` with torch2trt; ``options`` is the TensorRTOptions."""
     if flavour != "tensorrt":
         raise InputError("--via torch2trt works with --backend tensorrt", hint="use --backend tensorrt")
     converter = require("torch2trt", "--via torch2trt")
-    torch = require("torch")
-    trt = api.load(flavour)
-    ctx = options.get("context")
-    if ctx is None or ctx.torch_model is None:
+    if inputs.torch_model is None:
         raise InputError("--via torch2trt converts a PyTorch model; this build has none (--onnx given)",
                          hint="pass --checkpoint, or drop --via")
+    torch = require("torch")
+    trt = api.load(flavour)
     gpu = gpu_probe.probe()
     if gpu is None or not torch.cuda.is_available():
         raise DeviceUnavailable("torch2trt converts on a CUDA GPU and none is usable here")
-    from trtkit.backends.tensorrt.builder import default_batch, parse_batch
-    low, opt, high = parse_batch(options.get("batch") or default_batch(options))
-    size = ctx.contract.size
-    model = ctx.torch_model.eval().cuda()
-    example = torch.zeros((opt, ctx.contract.channels, size, size), device="cuda")
+    low, opt, high = options.profile(inputs.default_batch)
+    contract = inputs.contract
+    model = inputs.torch_model.eval().cuda()
+    example = torch.zeros((opt, contract.channels, contract.size, contract.size), device="cuda")
     kwargs = {"fp16_mode": precision in ("fp16", "int8"), "max_batch_size": high}
-    if options.get("workspace"):
-        kwargs["max_workspace_size"] = int(float(options["workspace"]) * (1 << 20))
+    if options.workspace_mib:
+        kwargs["max_workspace_size"] = int(options.workspace_mib * (1 << 20))
     if precision == "int8":
-        from trtkit.backends.tensorrt.calibrator import calibration_images
-        images = calibration_images(options)
+        if calibration is None:
+            raise InputError("torch2trt INT8 needs the build's calibration images", hint="build --precision int8")
         kwargs["int8_mode"] = True
-        kwargs["int8_calib_dataset"] = [[torch.from_numpy(images[i:i + 1]).cuda()] for i in range(len(images))]
+        kwargs["int8_calib_dataset"] = calibration_batches(calibration.images.images, opt, torch)
     start = time.time()
     with torch.no_grad():
         module = converter.torch2trt(model, [example], **kwargs)
@@ -58,3 +59,17 @@ def build_with_torch2trt(flavour, precision, out_path, options):
     log.info("torch2trt: {} engine in {:.1f}s".format(precision, seconds))
     return {"flavour": flavour, "tensorrt_version": record["tensorrt_version"], "via": "torch2trt",
             "sidecar": os.path.basename(sidecar), "gpu": gpu, "precision_built": precision}
+
+
+def calibration_batches(images, batch, torch):
+    """torch2trt's INT8 dataset: items that are whole batches of ``batch`` images each.
+
+    torch2trt hands TensorRT each item's data pointer as one batch of the
+    profile's OPT size, so a single-image item would be read past its end.
+    """
+    count = len(images) // batch
+    if count < 1:
+        raise InputError("{} calibration images are fewer than one batch of {}".format(len(images), batch),
+                         hint="use more --calib-images or a smaller --batch OPT")
+    return [[torch.from_numpy(np.ascontiguousarray(images[i * batch:(i + 1) * batch])).cuda()]
+            for i in range(count)]

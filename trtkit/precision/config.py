@@ -1,0 +1,88 @@
+"""CalibrationConfig: every choice an INT8 calibration makes, validated when made.
+
+One object carries the calibration options from the command line (or a Python
+caller) to ``precision.calibrate``; ``build`` and ``calibrate`` share its
+argument group, and the build manifest records it, so a calibration can be
+repeated from what the manifest says.
+"""
+
+from trtkit.errors import InputError
+from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, check_method
+
+DEFAULT_CALIB_IMAGES = 512
+DEFAULT_CALIB_BATCH = 32
+
+
+class CalibrationConfig(object):
+    """How INT8 ranges are computed.
+
+    ``data`` is the image source (None: the caller's default, the build's
+    ``--data``); ``images`` are drawn seeded (``seed``) from its *train* split;
+    ``use_cache`` reuses matching statistics/ranges from trtkit's cache;
+    ``trt_version`` (a tuple) is written in the TensorRT calibration cache header
+    (None: the installed TensorRT's, else 8.5.2).
+    """
+
+    def __init__(self, method=DEFAULT_METHOD, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
+                 percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None):
+        self.method = check_method(method)
+        self.images = int(images)
+        self.batch = int(batch)
+        self.percentile = float(percentile)
+        self.seed = int(seed)
+        self.data = data
+        self.use_cache = bool(use_cache)
+        self.trt_version = _version(trt_version)
+        if self.images < 1:
+            raise InputError("--calib-images must be at least 1, got {}".format(images))
+        if self.batch < 1:
+            raise InputError("the calibration batch size must be at least 1, got {}".format(batch))
+        if not 0.0 < self.percentile <= 100.0:
+            raise InputError("percentile must be in (0, 100], got {}".format(percentile), hint="e.g. 99.99")
+
+    def data_or(self, default):
+        """The calibration image source, else ``default`` (the build's verification source)."""
+        return self.data if self.data is not None else default
+
+    def to_dict(self):
+        return {"method": self.method, "images": self.images, "batch": self.batch,
+                "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
+                "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
+                "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None}
+
+    # ---------------------------------------------------------------- command line
+    @staticmethod
+    def add_arguments(parser, data_default="the --data source"):
+        """The "calibration (INT8)" group, shared by 'trtkit build' and 'trtkit calibrate'."""
+        cal = parser.add_argument_group("calibration (INT8)")
+        cal.add_argument("--calib-data", default=None, metavar="SOURCE",
+                         help="images to calibrate on: a folder, CIFAR-10 folder, .npy/.npz or 'sample'; only its "
+                              "train split is used (default: {})".format(data_default))
+        cal.add_argument("--calib-images", type=int, default=DEFAULT_CALIB_IMAGES, metavar="N",
+                         help="calibration images, drawn seeded from the train split (default: {})".format(
+                             DEFAULT_CALIB_IMAGES))
+        cal.add_argument("--calib-method", default=DEFAULT_METHOD, choices=list(METHODS),
+                         help="range method: entropy (KL, TensorRT's EntropyCalibration2; default), percentile, "
+                              "minmax")
+        cal.add_argument("--calib-percentile", type=float, default=DEFAULT_PERCENTILE, metavar="P",
+                         help="percentile for --calib-method percentile (default: {:g})".format(DEFAULT_PERCENTILE))
+        cal.add_argument("--calib-batch-size", type=int, default=DEFAULT_CALIB_BATCH, metavar="B",
+                         help="batch size of the statistics pass (default: {})".format(DEFAULT_CALIB_BATCH))
+        cal.add_argument("--no-calib-cache", action="store_true",
+                         help="recompute the calibration ranges even when a cached calibration matches")
+        cal.add_argument("--trt-version", default=None, metavar="X.Y.Z",
+                         help="TensorRT version written in the calibration cache header (default: the installed "
+                              "tensorrt, else 8.5.2)")
+
+    @classmethod
+    def from_args(cls, args):
+        return cls(method=args.calib_method, images=args.calib_images, batch=args.calib_batch_size,
+                   percentile=args.calib_percentile, data=args.calib_data, use_cache=not args.no_calib_cache,
+                   trt_version=args.trt_version)
+
+
+def _version(value):
+    if value is None or isinstance(value, tuple):
+        return value
+    from trtkit.precision.trt_cache import parse_version
+    return parse_version(value)

@@ -1,0 +1,156 @@
+"""Which model a command works on, resolved once for every command that takes one.
+
+A model comes from a PyTorch checkpoint (with its architecture), the built-in
+sample model, or an ONNX file trtkit may not have written. ``ModelOptions``
+holds what the user said (flags or Python arguments); ``resolve_model`` turns
+it into a ``ModelSource``: the name artifacts are called by, the PyTorch model
+or the normalized FP32 ONNX, the input contract and the manifest's ``model``
+record. ``trtkit build`` and ``trtkit calibrate`` both go through it, so the
+two never disagree on what a flag means.
+"""
+
+import os
+
+from trtkit import log
+from trtkit.contract import InputContract
+from trtkit.errors import InputError
+
+EXPORTERS = ("auto", "dynamo", "torchscript")
+
+
+class ModelOptions(object):
+    """``model``: architecture name (or the name given to an ONNX model); ``checkpoint``: PyTorch file
+    (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
+    count (a model for another count is refused); ``input_size``: input height/width override;
+    ``exporter``: torch ONNX exporter (auto, dynamo, torchscript)."""
+
+    def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto"):
+        if onnx and checkpoint:
+            raise InputError("give --onnx or --checkpoint, not both")
+        if exporter not in EXPORTERS:
+            raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
+        if num_classes is not None and int(num_classes) < 1:
+            raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
+        if input_size is not None and int(input_size) < 1:
+            raise InputError("--input-size must be at least 1, got {}".format(input_size))
+        if model and not onnx:
+            from trtkit.models import check_model_name
+            check_model_name(model)
+            if not checkpoint and model != "resnet18":
+                raise InputError("--model {} needs --checkpoint (only the resnet18 sample model is built in)".format(
+                    model), hint="pass --checkpoint FILE, or drop --model to use the sample model")
+        self.model = model
+        self.checkpoint = checkpoint
+        self.onnx = onnx
+        self.num_classes = int(num_classes) if num_classes is not None else None
+        self.input_size = int(input_size) if input_size is not None else None
+        self.exporter = exporter
+
+    def input_overrides(self):
+        """The InputContract fields the user set (see ``InputContract.with_overrides``)."""
+        return {"size": self.input_size} if self.input_size is not None else {}
+
+    # ---------------------------------------------------------------- command line
+    @staticmethod
+    def add_arguments(parser, exporter=True):
+        src = parser.add_argument_group("model")
+        src.add_argument("--model", default=None,
+                         help="architecture: resnet18, resnet34, resnet50 or torchvision:NAME (default: resnet18, "
+                              "or what the checkpoint records); with --onnx, the name given to the model")
+        src.add_argument("--checkpoint", metavar="FILE", help="PyTorch checkpoint (state_dict, {'state_dict':...}, "
+                         "{'model':...}, DataParallel); default: the built-in sample model")
+        src.add_argument("--onnx", metavar="FILE", help="an ONNX classifier instead of a PyTorch model")
+        src.add_argument("--num-classes", type=int, metavar="N",
+                         help="expected number of classes; a model for another count is refused")
+        InputContract.add_arguments(src)
+        if exporter:
+            src.add_argument("--exporter", default="auto", choices=list(EXPORTERS),
+                             help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
+
+    @classmethod
+    def from_args(cls, args):
+        return cls(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, num_classes=args.num_classes,
+                   input_size=InputContract.overrides_from_args(args).get("size"),
+                   exporter=getattr(args, "exporter", None) or "auto")
+
+
+class ModelSource(object):
+    """A resolved model: ``name`` (artifacts are ``NAME.<precision>.*``), ``torch_model`` (None for ONNX
+    sources), ``onnx_path`` (the normalized FP32 ONNX of an ONNX source; None until a PyTorch model is
+    exported), ``contract``, ``num_classes``, ``fixed_batch`` (an ONNX whose batch axis is hard-coded),
+    ``notes`` (what normalizing changed) and ``info`` (the manifest's ``model`` record)."""
+
+    def __init__(self, name, contract, info, torch_model=None, onnx_path=None, num_classes=None, fixed_batch=None,
+                 notes=()):
+        self.name = name
+        self.contract = contract
+        self.info = info
+        self.torch_model = torch_model
+        self.onnx_path = onnx_path
+        self.num_classes = num_classes
+        self.fixed_batch = fixed_batch
+        self.notes = list(notes)
+
+
+def resolve_model(options, work_dir):
+    """The ModelSource for ``options``; an ONNX source is normalized into ``work_dir/NAME.fp32.onnx``."""
+    if options.onnx:
+        return _onnx_source(options, work_dir)
+    return _torch_source(options)
+
+
+def _onnx_source(options, work_dir):
+    from trtkit.fileio import sha256_file
+    from trtkit.onnx_tools import prepare_onnx
+    name = options.model or _onnx_stem(options.onnx)
+    onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
+    summary, notes = prepare_onnx(options.onnx, onnx_path)
+    for note in notes:
+        log.info("onnx: " + note)
+    c, h, w = summary.image_shape
+    if isinstance(h, int) and isinstance(w, int) and h != w:
+        raise InputError("the ONNX input is {}x{}; trtkit's preprocessing makes square images".format(h, w))
+    size = options.input_size or (h if isinstance(h, int) else None)
+    if size is None:
+        raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size")
+    if options.input_size and isinstance(h, int) and options.input_size != h:
+        raise InputError("--input-size {} does not match the ONNX input size {}".format(options.input_size, h),
+                         hint="drop --input-size: the ONNX file fixes it")
+    contract = InputContract(size=size, channels=c if isinstance(c, int) else 3)
+    if options.num_classes and summary.num_classes and options.num_classes != summary.num_classes:
+        raise InputError("{} outputs {} classes, not {}".format(options.onnx, summary.num_classes,
+                                                                options.num_classes))
+    info = {"name": name, "source": "onnx", "onnx": os.path.abspath(options.onnx),
+            "sha256": sha256_file(options.onnx), "num_classes": summary.num_classes, "input": contract.to_dict(),
+            "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
+            "notes": notes}
+    return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=summary.num_classes,
+                       fixed_batch=summary.batch, notes=notes)
+
+
+def _onnx_stem(path):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return stem[:-len(".fp32")] if stem.endswith(".fp32") else stem
+
+
+def _torch_source(options):
+    from trtkit.fileio import sha256_file
+    from trtkit.models import load_model
+    if options.checkpoint:
+        model = load_model(options.model, options.checkpoint, num_classes=options.num_classes,
+                           input_size=options.input_size)
+        kind, path = "checkpoint", options.checkpoint
+    else:
+        from trtkit.sample import sample_model
+        model, path, _ = sample_model()
+        kind = "sample"
+        if options.num_classes is not None and options.num_classes != model.num_classes:
+            raise InputError("the sample model has {} classes, not {}".format(model.num_classes, options.num_classes),
+                             hint="pass --checkpoint for your own model")
+        model.input_contract = model.input_contract.with_overrides(options.input_overrides())
+    contract = model.input_contract
+    info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
+            "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
+            "input": contract.to_dict()}
+    return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
+                       num_classes=model.num_classes)
