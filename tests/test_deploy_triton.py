@@ -1,4 +1,9 @@
-"""export-triton: every config.pbtxt parses as Triton's ModelConfig and matches the artifact it serves."""
+"""export-triton: every config.pbtxt parses as Triton's ModelConfig and matches the artifact it serves.
+
+Engines and their sidecars are real (built by trtkit's TensorRT-RTX backend, or
+written by ``sidecar.write_sidecar``): a test that writes its own sidecar would
+only check that deploy reads what the test wrote.
+"""
 
 import json
 import os
@@ -8,8 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import partial_files
+from trtkit.backends.base import TensorSpec
+from trtkit.backends.tensorrt.sidecar import batch_range, make_sidecar, read_sidecar, write_sidecar
 from trtkit.cli import main
-from trtkit.deploy import triton
+from trtkit.deploy import triton, triton_config
 from trtkit.errors import InputError
 
 pytest.importorskip("tritonclient")
@@ -21,13 +28,13 @@ ORT_TO_NUMPY = {"tensor(float)": "float32", "tensor(float16)": "float16", "tenso
 
 def parse(path):
     with open(path) as handle:
-        return triton.parse_model_config(handle.read())
+        return triton_config.parse_model_config(handle.read())
 
 
 def config_io(config):
     """{name: (numpy dtype, dims)} of a ModelConfig's inputs and outputs."""
-    pb2 = triton.model_config_pb2()
-    names = dict((v, k) for k, v in triton.TRITON_TYPES.items())
+    pb2 = triton_config.model_config_pb2()
+    names = dict((v, k) for k, v in triton_config.TRITON_TYPES.items())
     return dict((t.name, (names[pb2.DataType.Name(t.data_type)], list(t.dims)))
                 for t in list(config.input) + list(config.output))
 
@@ -48,7 +55,7 @@ def test_onnx_repository_matches_artifacts(sample_build, tmp_path):
     repo = str(tmp_path / "repo")
     assert main(["export-triton", out_dir, "--out", repo, "-q"]) == 0
     assert sorted(os.listdir(repo)) == ["resnet18_fp16", "resnet18_fp32"]
-    pb2 = triton.model_config_pb2()
+    pb2 = triton_config.model_config_pb2()
     for artifact in manifest["artifacts"]:
         model = artifact["name"].replace(".", "_")
         config = parse(os.path.join(repo, model, "config.pbtxt"))
@@ -56,7 +63,7 @@ def test_onnx_repository_matches_artifacts(sample_build, tmp_path):
         assert config.name == model and config.backend == "onnxruntime"
         assert config_io(config) == ort_io(served)
         assert config_io(config)["input"] == ("float32", [3, 64, 64])
-        assert config.max_batch_size == triton.DEFAULT_MAX_BATCH
+        assert config.max_batch_size == triton_config.DEFAULT_MAX_BATCH
         assert list(config.dynamic_batching.preferred_batch_size) == [16, 32]
         assert config.instance_group[0].kind == pb2.ModelInstanceGroup.KIND_GPU
         with open(served, "rb") as a, open(os.path.join(out_dir, artifact["path"]), "rb") as b:
@@ -74,7 +81,7 @@ def test_existing_model_needs_force(sample_build, tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
     assert main(args + ["--instance-kind", "cpu", "--instances", "2", "--force"]) == 0
     group = parse(os.path.join(repo, "digits", "config.pbtxt")).instance_group[0]
-    assert (group.count, group.kind) == (2, triton.model_config_pb2().ModelInstanceGroup.KIND_CPU)
+    assert (group.count, group.kind) == (2, triton_config.model_config_pb2().ModelInstanceGroup.KIND_CPU)
     assert partial_files(repo) == []
 
 
@@ -111,94 +118,116 @@ def test_fixed_batch_and_int8_onnx(tmp_path):
     assert config_io(qdq) == {"x": ("float32", [3, 8, 8]), "y": ("float32", [4, 8, 8])}
     with pytest.raises(InputError, match="fixed batch"):
         triton.export_repository(str(build), str(tmp_path / "r2"), artifacts=["fixed.int8"],
-                                 options=triton.TritonOptions(max_batch_size=8))
+                                 options=triton_config.TritonOptions(max_batch_size=8))
 
 
-def _rtx_build(sample_build, tmp_path, sidecar):
-    """A TensorRT-RTX engine of the FP16 sample ONNX (profile batch 1/8/16), in a build folder with a manifest."""
-    trt = pytest.importorskip("tensorrt_rtx")
-    out_dir, _ = sample_build
-    build = tmp_path / "rtx"
-    build.mkdir()
-    shutil.copy(os.path.join(out_dir, "resnet18.fp16.onnx"), str(build / "resnet18.fp16.onnx"))
-    logger = trt.Logger(trt.Logger.ERROR)
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    assert parser.parse_from_file(str(build / "resnet18.fp16.onnx"))
-    config = builder.create_builder_config()
-    profile = builder.create_optimization_profile()
-    inp = network.get_input(0)
-    shape = tuple(inp.shape)
-    profile.set_shape(inp.name, (1,) + shape[1:], (8,) + shape[1:], (16,) + shape[1:])
-    config.add_optimization_profile(profile)
-    plan = builder.build_serialized_network(network, config)
-    assert plan is not None
-    (build / "resnet18.fp16.engine").write_bytes(bytes(plan))
-    tensors = [network.get_input(i) for i in range(network.num_inputs)] + \
-              [network.get_output(i) for i in range(network.num_outputs)]
-    expected = dict((t.name, (triton.normalize_dtype(t.dtype), list(t.shape)[1:])) for t in tensors)
-    if sidecar:
-        meta = {"inputs": [{"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype)}
-                           for t in tensors[:network.num_inputs]],
-                "outputs": [{"name": t.name, "shape": list(t.shape), "dtype": str(t.dtype)}
-                            for t in tensors[network.num_inputs:]],
-                "profile": {inp.name: {"min": [1] + list(shape[1:]), "opt": [8] + list(shape[1:]),
-                                       "max": [16] + list(shape[1:])}}}
-        (build / "resnet18.fp16.engine.json").write_text(json.dumps(meta))
-    manifest = {"artifacts": [{"name": "resnet18.fp16", "precision": "fp16", "backend": "tensorrt-rtx",
-                               "path": "resnet18.fp16.engine", "onnx": "resnet18.fp16.onnx", "status": "built"}]}
-    (build / "manifest.json").write_text(json.dumps(manifest))
-    return str(build), expected
+def _write_manifest(folder, artifacts):
+    with open(os.path.join(folder, "manifest.json"), "w") as handle:
+        json.dump({"artifacts": artifacts}, handle)
 
 
-def test_tensorrt_rtx_plan(sample_build, tmp_path):
-    build, expected = _rtx_build(sample_build, tmp_path, sidecar=True)
-    repo = str(tmp_path / "repo")
-    assert main(["export-triton", build, "--out", repo, "-q"]) == 0
-    config = parse(os.path.join(repo, "resnet18_fp16", "config.pbtxt"))
-    assert config.backend == "tensorrt"
-    assert config_io(config) == expected == {"input": ("float32", [3, 64, 64]), "logits": ("float32", [10])}
-    assert config.max_batch_size == 16
-    assert list(config.dynamic_batching.preferred_batch_size) == [8, 16]
-    assert os.path.getsize(os.path.join(repo, "resnet18_fp16", "1", "model.plan")) == \
-        os.path.getsize(os.path.join(build, "resnet18.fp16.engine"))
-    with pytest.raises(InputError, match="above the engine profile"):
-        triton.export_repository(build, str(tmp_path / "r2"), options=triton.TritonOptions(max_batch_size=32))
-    with pytest.raises(InputError, match="GPU only"):
-        triton.export_repository(build, str(tmp_path / "r3"), options=triton.TritonOptions(instance_kind="cpu"))
-    # without a sidecar the I/O comes from the source ONNX; the batch limit must then be given
-    os.remove(os.path.join(build, "resnet18.fp16.engine.json"))
-    written = triton.export_repository(build, str(tmp_path / "r4"), options=triton.TritonOptions(max_batch_size=16))
-    config = parse(os.path.join(str(tmp_path / "r4"), "resnet18_fp16", "config.pbtxt"))
-    assert config_io(config) == expected and config.max_batch_size == 16
-    assert written[0]["io_source"].startswith("source onnx")
-
-
-@pytest.mark.parametrize("meta, batches", [
-    ({"inputs": [{"name": "x", "dims": [-1, 3, 32, 32], "dtype": "DataType.HALF"}],
-      "outputs": {"y": {"shape": [None, 10], "dtype": "kFLOAT"}},
-      "profile": [{"min": [1, 3, 32, 32], "opt": [4, 3, 32, 32], "max": [64, 3, 32, 32]}]}, (4, 64)),
-    ({"inputs": [{"name": "x", "shape": ["batch", 3, 32, 32], "dtype": "float16", "max": [8, 3, 32, 32]}],
-      "outputs": [{"name": "y", "shape": [-1, 10], "dtype": "float32"}]}, (None, 8)),
-    ({"inputs": [{"name": "x", "shape": [-1, 3, 32, 32], "dtype": "float16"}],
-      "outputs": [{"name": "y", "shape": [-1, 10], "dtype": "float32"}], "max_batch_size": 12}, (None, 12)),
+@pytest.mark.parametrize("profile, batching", [
+    ({"x": [[1, 3, 32, 32], [8, 3, 32, 32], [64, 3, 32, 32]]}, (64, [8, 64])),
+    (None, (0, [])),
 ])
-def test_sidecar_variants(meta, batches):
-    io = triton.sidecar_io(meta)
-    assert [t.to_dict() for t in io.inputs] == [{"name": "x", "dtype": "float16", "shape": [-1, 3, 32, 32]}]
-    assert [t.to_dict() for t in io.outputs] == [{"name": "y", "dtype": "float32", "shape": [-1, 10]}]
-    assert (io.opt_batch, io.max_batch) == batches
-    config = triton.parse_model_config(triton.model_config_text("m", io, "plan", triton.TritonOptions()))
-    assert config.max_batch_size == batches[1] and list(config.input[0].dims) == [3, 32, 32]
-    assert config.input[0].data_type == triton.model_config_pb2().TYPE_FP16
+def test_engine_batching_comes_from_the_sidecar_trtkit_writes(tmp_path, profile, batching):
+    """The sidecar's profile ({input: [min, opt, max] shapes}) sets max_batch_size; no profile: a fixed batch."""
+    engine = str(tmp_path / "m.fp16.engine")
+    with open(engine, "wb") as handle:
+        handle.write(b"not a real engine, but its size and sha256 are recorded")
+    batch = -1 if profile else 2
+    io = [("x", True, (batch, 3, 32, 32), "float16"), ("y", False, (batch, 10), "float32")]
+    write_sidecar(engine, make_sidecar(engine, "tensorrt-rtx", (1, 2, 0, 54), None, "fp16", io, profile, None, 1.0))
+    assert batch_range(read_sidecar(engine)) == ((1, 8, 64) if profile else None)
+    _write_manifest(str(tmp_path), [{"name": "m.fp16", "precision": "fp16", "backend": "tensorrt-rtx",
+                                     "path": "m.fp16.engine", "status": "built"}])
+    written = triton.export_repository(str(tmp_path), str(tmp_path / "repo"))
+    config = parse(str(tmp_path / "repo" / "m_fp16" / "config.pbtxt"))
+    assert (config.max_batch_size, list(config.dynamic_batching.preferred_batch_size)) == batching
+    cut = 1 if profile else 0
+    assert config_io(config) == {"x": ("float16", [batch, 3, 32, 32][cut:]), "y": ("float32", [batch, 10][cut:])}
+    assert written[0]["inputs"] == [{"name": "x", "dtype": "float16", "shape": [batch, 3, 32, 32]}]
+    assert written[0]["io_source"] == "sidecar:m.fp16.engine.json"
+    with open(engine, "ab") as handle:
+        handle.write(b"changed after the build")
+    with pytest.raises(InputError, match="truncated or damaged"):
+        triton.export_repository(str(tmp_path), str(tmp_path / "repo2"))
+
+
+@pytest.fixture(scope="module")
+def rtx_build(sample, tmp_path_factory):
+    """``trtkit build --backend tensorrt-rtx --precision fp16 --batch 1:4:16`` of the sample model: (out, manifest)."""
+    pytest.importorskip("tensorrt_rtx")
+    out = str(tmp_path_factory.mktemp("rtx") / "engines")
+    assert main(["build", "--backend", "tensorrt-rtx", "--precision", "fp16", "--batch", "1:4:16",
+                 "--verify-images", "32", "--bench-seconds", "0", "--out", out, "-q"]) == 0
+    with open(os.path.join(out, "manifest.json")) as handle:
+        return out, json.load(handle)
+
+
+def _engine(rtx_build):
+    out, manifest = rtx_build
+    artifact = [a for a in manifest["artifacts"] if a["precision"] == "fp16"][0]
+    return os.path.join(out, artifact["path"])
+
+
+def test_rtx_engine_built_with_batch_1_4_16_exports_max_batch_16(rtx_build, tmp_path, capsys):
+    """Acceptance (issue 11): the config of a real engine built with --batch 1:4:16 is what Triton loads."""
+    out, _ = rtx_build
+    record = read_sidecar(_engine(rtx_build))
+    assert batch_range(record) == (1, 4, 16)
+    repo = str(tmp_path / "repo")
+    assert main(["export-triton", out, "--out", repo, "--json", "-q"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    config = parse(os.path.join(repo, "resnet18_fp16", "config.pbtxt"))
+    assert config.backend == "tensorrt" and config.name == "resnet18_fp16"
+    assert config.max_batch_size == 16
+    assert list(config.dynamic_batching.preferred_batch_size) == [4, 16]
+    engine_io = dict((t["name"], (t["dtype"], t["shape"][1:])) for t in record["inputs"] + record["outputs"])
+    assert config_io(config) == engine_io == {"input": ("float32", [3, 64, 64]), "logits": ("float32", [10])}
+    assert written[0]["max_batch_size"] == 16 and written[0]["io_source"] == "sidecar:resnet18.fp16.engine.json"
+    with open(os.path.join(repo, "resnet18_fp16", "1", "model.plan"), "rb") as a, open(_engine(rtx_build), "rb") as b:
+        assert a.read() == b.read()
+    assert partial_files(repo) == []
+
+
+def test_rtx_engine_limits_are_enforced(rtx_build, tmp_path, capsys):
+    out, _ = rtx_build
+    assert main(["export-triton", out, "--out", str(tmp_path / "r1"), "--max-batch-size", "32"]) == 2
+    assert "above the engine profile's maximum batch 16" in capsys.readouterr().err
+    with pytest.raises(InputError, match="GPU only"):
+        triton.export_repository(out, str(tmp_path / "r2"), options=triton_config.TritonOptions(instance_kind="cpu"))
+    written = triton.export_repository(out, str(tmp_path / "r3"),
+                                       options=triton_config.TritonOptions(max_batch_size=8,
+                                                                           preferred_batch_sizes=[2, 8]))
+    assert (written[0]["max_batch_size"], written[0]["preferred_batch_sizes"]) == (8, [2, 8])
+    assert not os.path.exists(str(tmp_path / "r1" / "resnet18_fp16"))
+
+
+def test_rtx_engine_without_sidecar_takes_io_from_its_source_onnx(rtx_build, tmp_path, capsys):
+    """An engine copied without its .json: I/O from the ONNX it was built from; the batch limit must be given."""
+    out, manifest = rtx_build
+    build = str(tmp_path / "build")
+    os.mkdir(build)
+    artifact = [a for a in manifest["artifacts"] if a["precision"] == "fp16"][0]
+    for name in (artifact["path"], artifact["onnx"], "manifest.json"):
+        shutil.copyfile(os.path.join(out, name), os.path.join(build, name))
+    written = triton.export_repository(build, str(tmp_path / "r1"),
+                                       options=triton_config.TritonOptions(max_batch_size=16))
+    config = parse(os.path.join(str(tmp_path / "r1"), "resnet18_fp16", "config.pbtxt"))
+    assert config_io(config) == {"input": ("float32", [3, 64, 64]), "logits": ("float32", [10])}
+    assert config.max_batch_size == 16 and written[0]["io_source"].startswith("source onnx")
+    capsys.readouterr()
+    triton.export_repository(build, str(tmp_path / "r2"))
+    assert "profile is unknown" in capsys.readouterr().err
 
 
 def test_bad_inputs():
-    assert triton.sidecar_io({"inputs": []}) is None
     with pytest.raises(InputError, match="cannot serve"):
-        triton.normalize_dtype("complex64")
+        triton_config.triton_type(TensorSpec("x", (None, 3), "complex64"))
+    assert triton_config.triton_type(TensorSpec("x", (None, 3), "float16")) == "TYPE_FP16"
+    assert TensorSpec("x", ("batch", 3, None, 0), "float32").dims == [-1, 3, -1, 0]
     with pytest.raises(InputError, match="ModelConfig"):
-        triton.parse_model_config('name: "m"\nmax_batch_size: "many"\n')
+        triton_config.parse_model_config('name: "m"\nmax_batch_size: "many"\n')
     with pytest.raises(InputError, match="no build manifest"):
         triton.export_repository("/nonexistent/build", "/tmp/unused-repo")

@@ -18,6 +18,11 @@ class TensorSpec(object):
         self.shape = tuple(shape)
         self.dtype = str(dtype)
 
+    @property
+    def dims(self):
+        """The shape as ONNX, TensorRT and Triton write it: a list of ints, -1 for each dynamic axis."""
+        return [d if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else -1 for d in self.shape]
+
     def to_dict(self):
         return {"name": self.name, "shape": [d if isinstance(d, int) else None for d in self.shape], "dtype": self.dtype}
 

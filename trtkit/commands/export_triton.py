@@ -60,7 +60,8 @@ def run(args):
     import json
     import os
     from trtkit import log
-    from trtkit.deploy.triton import TritonOptions, export_repository
+    from trtkit.deploy.triton import export_repository
+    from trtkit.deploy.triton_config import TritonOptions
     options = TritonOptions(max_batch_size=args.max_batch_size,
                             preferred_batch_sizes=_int_list(args.preferred_batch_sizes or ""),
                             max_queue_delay_us=args.max_queue_delay_us, instances=args.instances,

@@ -72,6 +72,31 @@ def read_sidecar(engine_path):
     return record
 
 
+def tensor_specs(record):
+    """(inputs, outputs) of a sidecar record as ``TensorSpec`` lists; dynamic axes (-1 in the file) are None."""
+    from trtkit.backends.base import TensorSpec
+
+    def specs(key):
+        return [TensorSpec(t["name"], [d if d >= 0 else None for d in t["shape"]], t["dtype"]) for t in record[key]]
+
+    return specs("inputs"), specs("outputs")
+
+
+def batch_range(record, input_name=None):
+    """(min, opt, max) batch of the engine's optimization profile for ``input_name`` (default: the first input).
+
+    The profile is ``{input: [min shape, opt shape, max shape]}`` (``builder._add_profile``);
+    None when the engine has no profile (every input shape fixed) or none for that input.
+    """
+    if input_name is None:
+        input_name = record["inputs"][0]["name"] if record["inputs"] else None
+    shapes = (record.get("profile") or {}).get(input_name)
+    if not shapes:
+        return None
+    low, opt, high = (int(shape[0]) for shape in shapes)
+    return low, opt, high
+
+
 def check_file(engine_path, record):
     """A truncated or altered engine file is an InputError naming the sizes."""
     if not os.path.isfile(engine_path):
