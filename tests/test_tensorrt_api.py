@@ -222,3 +222,32 @@ def test_importing_the_backend_does_not_import_tensorrt():
             "print(sorted(m for m in ('tensorrt', 'tensorrt_rtx', 'torch', 'onnx') if m in sys.modules))")
     out = subprocess.check_output([sys.executable, "-c", code], cwd=ROOT, universal_newlines=True)
     assert out.strip() == "[]"
+
+
+def test_dtype_names_cover_every_tensorrt_rtx_type_without_nptype():
+    trt = pytest.importorskip("tensorrt_rtx")
+    names = dict((member, api.dtype_name(trt, getattr(trt.DataType, member))) for member in trt.DataType.__members__)
+    assert names["FLOAT"] == "float32" and names["HALF"] == "float16" and names["INT8"] == "int8"
+    assert names["BF16"] == "bfloat16" and names["BOOL"] == "bool"
+    with pytest.raises(Exception):  # what trtkit no longer calls: nptype has no BF16
+        trt.nptype(trt.DataType.BF16)
+
+
+def test_workspace_default_only_where_tensorrt_defaults_to_none():
+    class Config82(object):  # TensorRT 8.2's IBuilderConfig: max_workspace_size, default 0
+        max_workspace_size = 0
+    assert api.default_workspace(Config82()) == api.LEGACY_DEFAULT_WORKSPACE_MIB << 20
+    trt = pytest.importorskip("tensorrt_rtx")
+    config = trt.Builder(trt.Logger(trt.Logger.WARNING)).create_builder_config()
+    assert api.default_workspace(config) is None  # set_memory_pool_limit: TensorRT's default is the device memory
+
+
+def test_tensorrt_rtx_is_chosen_only_for_gpus_it_has_a_target_for():
+    trt = pytest.importorskip("tensorrt_rtx")
+    from trtkit.backends.tensorrt.builder import rtx_default_targets
+    assert {"7.5", "8.6", "8.9", "12.0"} <= set(api.rtx_targets(trt))
+    for cc, runs in (("8.6", True), ("7.5", True), ("8.9", True), ("9.0", False), ("7.0", False), ("5.3", False)):
+        assert api.rtx_supports(trt, cc) is runs, cc
+        gpu = {"name": "GPU {}".format(cc), "compute_capability": cc}
+        assert rtx_default_targets(trt, gpu) == (["current"] if runs else None)
+    assert rtx_default_targets(trt, None) is None  # no GPU: TensorRT-RTX's own default set

@@ -69,7 +69,7 @@ class InputContract(object):
     def overrides_from_args(args):
         """{field: value} the user set on the command line (unset flags are absent)."""
         overrides = {}
-        if getattr(args, "input_size", None) is not None:
+        if args.input_size is not None:
             overrides["size"] = args.input_size
         return overrides
 

@@ -52,7 +52,7 @@ class ModelOptions(object):
 
     # ---------------------------------------------------------------- command line
     @staticmethod
-    def add_arguments(parser, exporter=True):
+    def add_arguments(parser):
         src = parser.add_argument_group("model")
         src.add_argument("--model", default=None,
                          help="architecture: resnet18, resnet34, resnet50 or torchvision:NAME (default: resnet18, "
@@ -63,15 +63,14 @@ class ModelOptions(object):
         src.add_argument("--num-classes", type=int, metavar="N",
                          help="expected number of classes; a model for another count is refused")
         InputContract.add_arguments(src)
-        if exporter:
-            src.add_argument("--exporter", default="auto", choices=list(EXPORTERS),
-                             help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
+        src.add_argument("--exporter", default="auto", choices=list(EXPORTERS),
+                         help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
 
     @classmethod
     def from_args(cls, args):
         return cls(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, num_classes=args.num_classes,
                    input_size=InputContract.overrides_from_args(args).get("size"),
-                   exporter=getattr(args, "exporter", None) or "auto")
+                   exporter=args.exporter)
 
 
 class ModelSource(object):

@@ -49,8 +49,8 @@ def select_backend(name="auto"):
             backend = get_backend(registered)
         except InputError:
             continue
-        if getattr(backend, "auto_selectable", True) is False:
-            skipped.append("{}: {}".format(registered, getattr(backend, "auto_skip_reason", "not picked by auto")))
+        if not backend.auto_selectable:
+            skipped.append("{}: {}".format(registered, backend.auto_skip_reason))
             continue
         usable, reason = backend.availability()
         if usable:

@@ -115,6 +115,9 @@ class Backend(object):
     int8_encoding = "tensorrt"
     artifact_suffix = ".onnx"
     precisions = ("fp32", "fp16", "int8")
+    # whether --backend auto may pick it (a property where it depends on the machine), and why not
+    auto_selectable = True
+    auto_skip_reason = "not picked by auto"
 
     def availability(self):
         """(usable, reason): reason says why not, or what was found."""

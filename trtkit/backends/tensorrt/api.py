@@ -27,7 +27,8 @@ API_TABLE = {
     "Runtime": ("module", ALL), "OnnxParser": ("module", ALL), "BuilderFlag": ("module", ALL),
     "NetworkDefinitionCreationFlag": ("module", ALL), "MemoryPoolType": ("module", _FROM_85),
     "IInt8EntropyCalibrator2": ("module", _TO_10), "DeviceType": ("module", ALL),
-    "ComputeCapability": ("module", ("rtx",)), "DataType": ("module", ALL), "nptype": ("module", ALL),
+    "ComputeCapability": ("module", ("rtx",)), "__members__": ("ComputeCapability", ("rtx",)),
+    "DataType": ("module", ALL),
     "TensorIOMode": ("module", _FROM_85),
     "WARNING": ("Logger", ALL),
     "FP16": ("BuilderFlag", _TO_10), "INT8": ("BuilderFlag", _TO_10), "GPU_FALLBACK": ("BuilderFlag", ALL),
@@ -78,6 +79,7 @@ def styles_having(name):
 
 
 FLAVOURS = {"tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt_rtx"}
+LEGACY_DEFAULT_WORKSPACE_MIB = 256
 
 
 def has(obj, name):
@@ -228,9 +230,44 @@ def profile_shape(engine, name, index):
     return None
 
 
+# TensorRT DataType member -> numpy dtype name. Not ``trt.nptype``: on 8.2/8.4 it builds its table with
+# ``np.bool`` (gone since numpy 1.24) and on every version it has no entry for BF16/FP8/INT4/FP4.
+# Types numpy lacks keep a descriptive name (records and Triton configs need a name, not a numpy type).
+DTYPE_NAMES = {"FLOAT": "float32", "HALF": "float16", "BF16": "bfloat16", "INT8": "int8", "UINT8": "uint8",
+               "INT32": "int32", "INT64": "int64", "BOOL": "bool", "FP8": "float8_e4m3fn", "INT4": "int4",
+               "FP4": "float4_e2m1fn", "E8M0": "float8_e8m0fnu"}
+
+
 def dtype_name(trt, dtype):
-    import numpy as np
-    return np.dtype(trt.nptype(dtype)).name
+    """The numpy-style name of a TensorRT ``DataType`` (see ``DTYPE_NAMES``)."""
+    key = getattr(dtype, "name", None) or str(dtype).rsplit(".", 1)[-1]
+    if key not in DTYPE_NAMES:
+        raise InputError("TensorRT data type {} is not known to trtkit".format(key),
+                         hint="the engine's inputs/outputs should be FP32, FP16 or INT8")
+    return DTYPE_NAMES[key]
+
+
+def default_workspace(config):
+    """Bytes to give the builder when ``--workspace`` is not set, or None to keep TensorRT's default.
+
+    TensorRT 8.2 (Jetson Nano) defaults to a workspace of 0 and then drops many
+    tactics; 8.4+ (``set_memory_pool_limit``) defaults to the device's memory.
+    """
+    if not has(config, "set_memory_pool_limit") and has(config, "max_workspace_size"):
+        return LEGACY_DEFAULT_WORKSPACE_MIB << 20
+    return None
+
+
+def rtx_targets(trt):
+    """The compute capabilities TensorRT-RTX can build for, e.g. ["7.5", "8.0", "8.6", "8.9", "12.0"]."""
+    if not has(trt, "ComputeCapability"):
+        return []
+    found = []
+    for key in trt.ComputeCapability.__members__:
+        digits = key[2:] if key.startswith("SM") else ""
+        if digits.isdigit() and len(digits) >= 2:
+            found.append("{}.{}".format(int(digits[:-1]), int(digits[-1])))
+    return sorted(found, key=lambda cc: tuple(int(p) for p in cc.split(".")))
 
 
 def uses_tensor_names(context):
@@ -264,3 +301,8 @@ def execute(context, addresses, names, stream_handle):
     if has(context, "execute_async_v2"):
         return context.execute_async_v2([int(a) for a in addresses], stream_handle)
     raise InputError("this TensorRT has neither execute_async_v3 nor execute_async_v2")
+
+
+def rtx_supports(trt, compute_capability):
+    """True when TensorRT-RTX ``trt`` can build engines that run on a GPU of ``compute_capability`` ("8.6")."""
+    return compute_capability in rtx_targets(trt)

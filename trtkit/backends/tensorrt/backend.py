@@ -9,7 +9,6 @@ from trtkit.backends.base import Backend, BuildInputs
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
 from trtkit.backends.tensorrt.options import TensorRTOptions
 
-RTX_MIN_CC = (7, 5)
 
 
 class TensorRTBackend(Backend):
@@ -54,15 +53,20 @@ class TensorRTRTXBackend(TensorRTBackend):
 
     @property
     def auto_selectable(self):
-        """auto picks TensorRT-RTX only where it can also run the engines: an RTX-class GPU."""
-        gpu = gpu_probe.probe()
-        return gpu is not None and gpu_probe.cc_tuple(gpu["compute_capability"]) >= RTX_MIN_CC
+        """auto picks TensorRT-RTX only where it can also run the engines: a GPU it has a target for."""
+        trt, gpu, _ = self._module_and_gpu()
+        return trt is not None and gpu is not None and api.rtx_supports(trt, gpu["compute_capability"])
 
     @property
     def auto_skip_reason(self):
-        gpu = gpu_probe.probe()
-        where = "no NVIDIA GPU here" if gpu is None else "{} (SM {}) is older than Turing".format(
-            gpu["name"], gpu["compute_capability"])
+        trt, gpu, missing = self._module_and_gpu()
+        if trt is None:
+            return missing
+        if gpu is None:
+            where = "no NVIDIA GPU here"
+        else:
+            where = "TensorRT-RTX {} has no target for {} (SM {}; it builds for SM {})".format(
+                trt.__version__, gpu["name"], gpu["compute_capability"], ", ".join(api.rtx_targets(trt)))
         return "{}: engines could be built but not run (--backend tensorrt-rtx builds them anyway)".format(where)
 
     def availability(self):

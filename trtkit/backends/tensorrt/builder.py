@@ -27,6 +27,23 @@ def timing_cache_path(options, flavour, version, gpu):
     return os.path.join(cache_dir("tensorrt"), name)
 
 
+def rtx_default_targets(trt, gpu):
+    """TensorRT-RTX targets when none are given: this GPU (CURRENT) when TensorRT-RTX supports it.
+
+    Without a GPU, or on one it has no target for (e.g. Hopper), TensorRT-RTX's
+    own default set is kept (SM 8.0/8.6/8.9/12.0; 7.5 only when named) and the
+    engine is recorded as not runnable here.
+    """
+    if gpu is None:
+        return None
+    if api.rtx_supports(trt, gpu["compute_capability"]):
+        return ["current"]
+    log.warn("TensorRT-RTX {} has no target for {} (SM {}): building for its default GPUs ({}); the engine will "
+             "not run here".format(trt.__version__, gpu["name"], gpu["compute_capability"],
+                                   ", ".join(api.rtx_targets(trt))))
+    return None
+
+
 def _logger(trt):
     return trt.Logger(trt.Logger.WARNING)
 
@@ -144,10 +161,11 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
     config = builder.create_builder_config()
     strongly_typed = api.strongly_typed_only(trt)
     flags = [] if strongly_typed else api.set_precision_flags(trt, config, built_precision)
-    if options.workspace_mib:
-        api.set_workspace(trt, config, int(options.workspace_mib * (1 << 20)))
+    workspace = int(options.workspace_mib * (1 << 20)) if options.workspace_mib else api.default_workspace(config)
+    if workspace:
+        api.set_workspace(trt, config, workspace)
     profile_shapes, trt_profile = _add_profile(trt, builder, config, network, inputs, options)
-    targets = options.compute_capabilities
+    targets = options.compute_capabilities or (rtx_default_targets(trt, gpu) if flavour == "tensorrt-rtx" else None)
     if targets:
         api.set_compute_capabilities(trt, config, targets)
     if options.dla_core is not None:
@@ -178,7 +196,7 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
     io += [(n, False, s, api.dtype_name(trt, d)) for n, s, d in net_outputs]
     extra = {"precision_requested": precision, "strongly_typed": strongly_typed, "builder_flags": flags,
              "int8_path": int8_path, "compute_capabilities": targets, "dla_core": options.dla_core,
-             "workspace_mib": options.workspace_mib, "via": "onnx"}
+             "workspace_mib": workspace / float(1 << 20) if workspace else None, "via": "onnx"}
     if note:
         extra["note"] = note
     record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile_shapes,

@@ -66,28 +66,28 @@ class TensorRTOptions(object):
 
     # ---------------------------------------------------------------- command line
     @staticmethod
-    def add_arguments(parser):
-        trt = parser.add_argument_group("TensorRT", "options of --backend tensorrt / tensorrt-rtx")
-        trt.add_argument("--batch", metavar="MIN:OPT:MAX", default=None,
+    def add_arguments(argparser):
+        group = argparser.add_argument_group("TensorRT", "options of --backend tensorrt / tensorrt-rtx")
+        group.add_argument("--batch", metavar="MIN:OPT:MAX", default=None,
                          help="dynamic-batch optimization profile, or one number for a fixed batch "
                               "(default: 1:THROUGHPUT_BATCH:BATCH_SIZE; with --dla-core the fixed OPT)")
-        trt.add_argument("--workspace", type=float, metavar="MIB", default=None,
+        group.add_argument("--workspace", type=float, metavar="MIB", default=None,
                          help="builder workspace limit in MiB (default: TensorRT's)")
-        trt.add_argument("--timing-cache", metavar="FILE", default=None,
+        group.add_argument("--timing-cache", metavar="FILE", default=None,
                          help="timing cache reused across builds (default: one per TensorRT version and GPU "
                               "in trtkit's cache folder; TensorRT-RTX has none)")
-        trt.add_argument("--dla-core", type=int, metavar="N", default=None,
+        group.add_argument("--dla-core", type=int, metavar="N", default=None,
                          help="build for DLA core N with GPU fallback (Jetson Xavier/Orin; FP16/INT8 and a "
                               "fixed batch only)")
-        trt.add_argument("--compute-capability", metavar="LIST", default=None,
+        group.add_argument("--compute-capability", metavar="LIST", default=None,
                          help="TensorRT-RTX target GPUs, e.g. 8.6,8.9 or 'current' (default: TensorRT-RTX's set)")
-        trt.add_argument("--via", default="onnx", choices=list(VIAS),
+        group.add_argument("--via", default="onnx", choices=list(VIAS),
                          help="onnx (default) or torch2trt: convert the PyTorch model directly (needs torch2trt, "
                               "built from source: github.com/NVIDIA-AI-IOT/torch2trt)")
-        trt.add_argument("--int8-path", default=None, choices=list(INT8_PATHS),
+        group.add_argument("--int8-path", default=None, choices=list(INT8_PATHS),
                          help="qdq (default): INT8 from the Q/DQ ONNX, every TensorRT; implicit: FP32 ONNX + "
                               "calibrator, TensorRT <= 10 only")
-        trt.add_argument("--calib-cache", metavar="FILE", default=None,
+        group.add_argument("--calib-cache", metavar="FILE", default=None,
                          help="TensorRT calibration cache for the implicit INT8 path (read if present, else written)")
 
     @classmethod
