@@ -6,8 +6,10 @@ import threading
 import numpy as np
 import pytest
 
+from bench_fakes import FakeClock, FakeRunner
 from trtkit.bench import affinity
-from trtkit.bench.matrix import BenchOptions, Variant, run_matrix
+from trtkit.bench.matrix import run_matrix
+from trtkit.bench.plan import BenchOptions, Variant
 from trtkit.bench.report import markdown_report
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(affinity.usable_cores()) < 2,
@@ -59,34 +61,24 @@ def test_not_pinned_with_as_many_threads_as_cores():
         assert cores is None
 
 
-class AffinityRecorder(object):
-    """Runner stand-in: records the cores each call ran on."""
+class AffinityRecorder(FakeRunner):
+    """Records the cores each call ran on (timings come from a fake clock)."""
 
-    backend = "fake"
     seen = set()
 
-    def activate(self):
-        pass
-
-    def deactivate(self):
-        pass
-
-    def inputs(self):
-        from trtkit.backends.base import TensorSpec
-        return [TensorSpec("x", ("batch", 3, 8, 8), "float32")]
-
-    def infer(self, batch):
+    def _infer(self, batch):
         AffinityRecorder.seen |= os.sched_getaffinity(0)
-        return {"y": np.zeros((batch.shape[0], 10), np.float32)}
+        return FakeRunner._infer(self, batch)
 
 
 @needs_affinity
 def test_benchmark_runs_on_the_cores_it_states():
     AffinityRecorder.seen = set()
+    clock = FakeClock()
     options = BenchOptions(batch_sizes=[1], threads=1, seconds=0.02, warmup=0.0, min_iterations=2, agree_images=0,
-                           min_rounds=2, round_seconds=0.01)
-    result = run_matrix([Variant("m", "fake", "fp32", AffinityRecorder, "fake")], np.zeros((2, 3, 8, 8), np.float32),
-                        options, device={"cpu": {}, "software": {}, "slug": "test"})
+                           min_rounds=2, round_seconds=0.01, clock=clock)
+    result = run_matrix([Variant("m", "fake", "fp32", lambda: AffinityRecorder(clock), "fake")],
+                        np.zeros((2, 3, 8, 8), np.float32), options, device={"cpu": {}, "software": {}, "slug": "test"})
     cores = result["options"]["cpu_cores"]
     assert cores == [max(affinity.usable_cores())] and AffinityRecorder.seen == set(cores)
     assert "CPU threads: 1 (pinned to core {})".format(cores[0]) in markdown_report(result)

@@ -1,9 +1,10 @@
-"""Device-record parsers on recorded Jetson outputs (tests/fixtures/jetson) and desktop nvidia-smi text."""
+"""Device-record parsers on recorded Jetson outputs (tests/fixtures/jetson); GPUs from the one GPU probe."""
 
 import os
 
 import pytest
 
+from trtkit.backends.tensorrt import gpu
 from trtkit.bench import device
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "jetson")
@@ -80,16 +81,30 @@ def test_parsers_reject_garbage():
         "NVIDIA Jetson Nano Developer Kit"]
 
 
-def test_desktop_nvidia_smi():
-    gpus = device.parse_nvidia_smi_csv("NVIDIA GeForce RTX 3090, 550.54.14, 24576 MiB, 8.6\n"
-                                       "Tesla T4, 535.104.05, 15360 MiB, [N/A]\n")
-    assert gpus[0] == {"name": "NVIDIA GeForce RTX 3090", "driver": "550.54.14", "memory": "24576 MiB",
-                       "compute_capability": "8.6"}
-    assert "compute_capability" not in gpus[1]
-    banner = "| NVIDIA-SMI 550.54.14    Driver Version: 550.54.14    CUDA Version: 12.4     |"
-    assert device.parse_cuda_version_banner(banner) == "12.4"
-    slug = device.device_slug({"gpus": gpus, "cpu": {}})
-    assert slug == "geforce-rtx-3090"
+def test_desktop_gpu_slug_and_description():
+    gpus = [{"name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6", "memory_bytes": 25769803776,
+             "multiprocessors": 82, "driver": "550.54.14"}]
+    assert device.device_slug({"gpus": gpus, "cpu": {}}) == "geforce-rtx-3090"
+    text = device.describe({"gpus": gpus + [{"name": "Tesla T4", "driver": None}], "cpu": {}, "software": {}})
+    assert "GPU NVIDIA GeForce RTX 3090 (sm 8.6, driver 550.54.14)" in text
+    assert "GPU Tesla T4 (sm ?, driver ?)" in text
+
+
+def test_driver_cuda_version_as_users_read_it():
+    assert gpu.cuda_version_text(12040) == "12.4" and gpu.cuda_version_text(11080) == "11.8"
+    assert gpu.cuda_version_text(13000) == "13.0" and gpu.cuda_version_text(0) is None
+
+
+def test_gpu_record_comes_from_the_probe_the_runners_use():
+    """One GPU probe: the device record lists exactly the GPUs that backends.tensorrt.gpu finds."""
+    gpus, driver_cuda = device.gpu_record()
+    assert [g["name"] for g in gpus] == [g["name"] for g in gpu.devices()]
+    first = gpu.probe()
+    if first is None:
+        assert gpus == [] and driver_cuda is None
+    else:
+        assert gpus[0]["compute_capability"] == first["compute_capability"] and len(gpus) == first["count"]
+        assert gpus[0]["memory_bytes"] > 0 and gpus[0]["multiprocessors"] > 0
 
 
 def test_this_machine_record_is_complete():

@@ -1,65 +1,30 @@
-"""The benchmark matrix on the sample build, skipped/OOM/fixed-batch/noisy runners, reports and the CLI."""
+"""The benchmark matrix on the sample build, skipped/OOM/fixed-batch/noisy runners, passes, reports and the CLI.
+
+Fake runners advance a fake clock instead of sleeping (tests/bench_fakes.py), so
+no assertion depends on how busy the machine is; only the sample build's rows
+use real timings, and they are checked for shape, never for speed.
+"""
 
 import copy
 import csv
 import json
 import os
-import time
 
 import numpy as np
 import pytest
 
+from bench_fakes import (FakeClock, FakeRunner, NoGpuRunner, NoisyRunner, SlowingRunner, SmallMemoryRunner,
+                         StagingGpuRunner)
 from conftest import run_script
-from trtkit.backends.base import Runner, TensorSpec
-from trtkit.bench.matrix import BenchOptions, Variant, load_bench_images, plan_from_manifest, run_matrix
+from trtkit.bench.matrix import run_matrix
+from trtkit.bench.measure import measure_cell, set_figures
+from trtkit.bench.passes import merge_passes, run_passes
+from trtkit.bench.plan import BenchOptions, Variant, load_bench_images, plan_from_manifest
 from trtkit.bench.report import write_reports
-from trtkit.errors import DeviceUnavailable
+from trtkit.bench.timing import Stats
 
 FAST = dict(seconds=0.02, warmup=0.0, min_iterations=2, agree_images=8, min_rounds=2, round_seconds=0.02)
-
-
-class FakeRunner(Runner):
-    """A runner with no model: returns zeros; subclasses misbehave in one documented way."""
-
-    backend = "fake"
-
-    def __init__(self, batch_dim="batch"):
-        super(FakeRunner, self).__init__("fake")
-        self.batch_dim = batch_dim
-
-    def _activate(self):
-        pass
-
-    def inputs(self):
-        return [TensorSpec("x", (self.batch_dim, 3, 8, 8), "float32")]
-
-    def outputs(self):
-        return [TensorSpec("y", ("batch", 10), "float32")]
-
-    def _infer(self, batch):
-        return {"y": np.zeros((batch.shape[0], 10), dtype=np.float32)}
-
-
-class NoGpuRunner(FakeRunner):
-    def _activate(self):
-        raise DeviceUnavailable("TensorRT engines need an NVIDIA GPU; none is visible")
-
-
-class SmallMemoryRunner(FakeRunner):
-    def _infer(self, batch):
-        if batch.shape[0] > 4:
-            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return FakeRunner._infer(self, batch)
-
-
-class NoisyRunner(FakeRunner):
-    calls = 0
-
-    def _infer(self, batch):
-        NoisyRunner.calls += 1
-        if NoisyRunner.calls % 2:
-            time.sleep(0.004)
-        return FakeRunner._infer(self, batch)
+DEVICE = {"cpu": {}, "software": {}, "slug": "test"}
 
 
 def fake_variant(label, runner_factory):
@@ -121,13 +86,15 @@ def test_reports_written(sample_result):
 
 
 def test_skip_oom_fixed_batch_and_noise(tmp_path):
-    options = BenchOptions(sweep=True, max_batch=16, **FAST)
-    variants = [fake_variant("no gpu", NoGpuRunner),
-                fake_variant("small memory", SmallMemoryRunner),
-                fake_variant("fixed batch", lambda: FakeRunner(batch_dim=2)),
-                fake_variant("noisy", NoisyRunner)]
+    clock = FakeClock()
+    options = BenchOptions(sweep=True, max_batch=16, clock=clock, **FAST)
+    variants = [fake_variant("no gpu", lambda: NoGpuRunner(clock)),
+                fake_variant("small memory", lambda: SmallMemoryRunner(clock)),
+                fake_variant("fixed batch", lambda: FakeRunner(clock, batch_dim=2)),
+                fake_variant("noisy", lambda: NoisyRunner(clock)),
+                fake_variant("steady", lambda: FakeRunner(clock))]
     images = np.zeros((4, 3, 8, 8), dtype=np.float32)
-    result = run_matrix(variants, images, options, device={"cpu": {}, "software": {}, "slug": "test"})
+    result = run_matrix(variants, images, options, device=DEVICE)
     skipped = rows_of(result, "no gpu")
     assert len(skipped) == 1 and skipped[0]["status"] == "skipped" and "GPU" in skipped[0]["reason"]
     small = rows_of(result, "small memory")
@@ -135,8 +102,12 @@ def test_skip_oom_fixed_batch_and_noise(tmp_path):
     assert all(r["largest_batch"] == 4 for r in small)
     fixed = rows_of(result, "fixed batch")
     assert [r["status"] for r in fixed] == ["skipped", "ok", "skipped", "skipped", "skipped"]
+    assert "fixed batch of 2" in fixed[0]["reason"]
     noisy = [r for r in rows_of(result, "noisy") if r["status"] == "ok"]
-    assert noisy and all(r["warnings"] for r in noisy)
+    assert noisy and all(any("unstable" in w for w in r["warnings"]) for r in noisy)
+    assert all(r["warnings"] == [] and r["latency_ms"]["cv"] == 0 for r in rows_of(result, "steady"))
+    assert all(r["device"] == "cpu" and r["copies"] == "none (host memory)" and r["peak_memory_bytes"] is None
+               and "device_fps" not in r for r in rows_of(result, "steady"))
     paths = write_reports(result, str(tmp_path), png=False)
     with open(paths["markdown"]) as handle:
         text = handle.read()
@@ -181,7 +152,7 @@ def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
     options = BenchOptions(batch_sizes=(1,), **FAST)
     variants = plan_from_manifest(manifest, options, torch_modes=None)
     images = np.zeros((2, 3, 64, 64), dtype=np.float32)
-    result = run_matrix(variants, images, options, device={"cpu": {}, "software": {}, "slug": "test"})
+    result = run_matrix(variants, images, options, device=DEVICE)
     rows = result["results"]
     assert [r["backend"] for r in rows] == ["tensorrt-rtx", "torch2trt"]
     assert all(r["status"] == "skipped" and r["reason"] for r in rows)
@@ -190,9 +161,6 @@ def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
 
 def test_interleaved_passes_pool_their_samples():
     """--repeats: the figures of a variant come from the samples of every pass together."""
-    from trtkit.bench.matrix import merge_passes, set_figures
-    from trtkit.bench.timing import Stats
-
     def row(samples, status="ok"):
         cell = {"variant": "v", "batch": 4, "status": status}
         if status == "ok":
@@ -214,9 +182,6 @@ def test_interleaved_passes_pool_their_samples():
 
 def test_drift_between_passes_is_reported():
     """A figure whose per-pass medians disagree (the machine slowed down mid-run) gets a drift warning."""
-    from trtkit.bench.matrix import merge_passes, set_figures
-    from trtkit.bench.timing import Stats
-
     def row(seconds):
         cell = {"variant": "v", "batch": 1, "status": "ok"}
         set_figures(cell, "latency", Stats([seconds] * 9 + [seconds * 1.01]), 1)
@@ -229,44 +194,64 @@ def test_drift_between_passes_is_reported():
     assert any("between passes" in w and "10/10/14 ms" in w for w in drifted["warnings"])
 
 
-class SleepRunner(FakeRunner):
-    def __init__(self, seconds):
-        super(SleepRunner, self).__init__()
-        self.seconds = seconds
+def test_run_passes_adds_passes_only_while_passes_drift():
+    """Constructed per-pass figures: drifting passes get up to ``extra_passes`` more, steady ones none."""
+    def passes_of(medians, extra_passes, repeats=3):
+        made = []
 
-    def _infer(self, batch):
-        time.sleep(self.seconds)
-        return FakeRunner._infer(self, batch)
+        def measure_pass():
+            seconds = medians[len(made)]
+            cell = {"variant": "v", "batch": 1, "status": "ok"}
+            set_figures(cell, "latency", Stats([seconds] * 5), 1)
+            made.append(cell)
+            return [cell]
+        grown = []
+        passes = run_passes(measure_pass, repeats, extra_passes, 0.10, lambda: grown.append(1))
+        assert len(grown) == len(passes) - repeats
+        return len(passes)
 
-
-class SlowingRunner(FakeRunner):
-    """Each activation (one per pass) is slower than the last: a machine that got busy mid-run."""
-
-    activations = 0
-
-    def _activate(self):
-        SlowingRunner.activations += 1
-
-    def _infer(self, batch):
-        time.sleep(0.002 * SlowingRunner.activations)
-        return FakeRunner._infer(self, batch)
+    slowing = [0.002 * (i + 1) for i in range(10)]
+    assert [passes_of(slowing, extra) for extra in (3, 1, 0)] == [6, 4, 3]
+    assert passes_of([0.010, 0.0101, 0.0099] + slowing, 3) == 3
+    assert passes_of([0.005] * 3, 3, repeats=1) == 1  # a single pass cannot drift
 
 
 def test_run_matrix_adds_passes_and_warns_when_passes_drift():
     """Passes that disagree get more passes (up to --extra-passes) and a warning; steady ones get neither."""
     images = np.zeros((2, 3, 8, 8), np.float32)
-    device = {"cpu": {}, "software": {}, "slug": "test"}
+    clock = FakeClock()
     for extra, expected in ((None, 6), (1, 4), (0, 3)):
         SlowingRunner.activations = 0
-        options = BenchOptions(batch_sizes=[1], repeats=3, extra_passes=extra,
+        options = BenchOptions(batch_sizes=[1], repeats=3, extra_passes=extra, clock=clock,
                                **dict(FAST, seconds=0.06, agree_images=0))
-        variants = [fake_variant("slowing", SlowingRunner), fake_variant("steady", lambda: SleepRunner(0.005))]
-        result = run_matrix(variants, images, options, device=device)
+        variants = [fake_variant("slowing", lambda: SlowingRunner(clock)),
+                    fake_variant("steady", lambda: FakeRunner(clock, seconds=0.005))]
+        result = run_matrix(variants, images, options, device=DEVICE)
         row = rows_of(result, "slowing")[0]
         assert row["passes"] == expected == result["options"]["passes"] == SlowingRunner.activations
         assert row["pass_spread"]["latency"] > 0.5
         assert any("machine's speed changed" in w for w in row["warnings"])
-        assert not any("between passes" in w for w in rows_of(result, "steady")[0]["warnings"])
-    options = BenchOptions(batch_sizes=[1], repeats=3, **dict(FAST, seconds=0.03, agree_images=0))
-    steady = run_matrix([fake_variant("steady", lambda: SleepRunner(0.005))], images, options, device=device)
-    assert steady["options"]["passes"] == 3
+        steady = rows_of(result, "steady")[0]
+        assert steady["pass_spread"]["latency"] < 1e-9 and steady["warnings"] == []
+    options = BenchOptions(batch_sizes=[1], repeats=3, clock=clock, **dict(FAST, seconds=0.03, agree_images=0))
+    steady = run_matrix([fake_variant("steady", lambda: FakeRunner(clock, seconds=0.005))], images, options,
+                        device=DEVICE)
+    assert steady["options"]["passes"] == 3 and rows_of(steady, "steady")[0]["passes"] == 3
+
+
+def test_gpu_runner_is_timed_through_the_contract():
+    """device "cuda" + stages_on_device: synchronized host timing, a copy-free figure and the runner's peak memory."""
+    clock = FakeClock()
+    runner = StagingGpuRunner(clock)
+    options = BenchOptions(batch_sizes=[4], clock=clock, **FAST)
+    cell = measure_cell(runner, np.zeros((4, 3, 8, 8), np.float32), options, "cuda")
+    assert runner.log["stage"] == 1 and runner.log["run_staged"] > 0 and runner.log["reset"] == 1
+    assert runner.log["synchronize"] >= 2 * cell["latency_ms"]["count"]  # the clock stops after the device
+    assert cell["copies"] == "included" and cell["peak_memory_bytes"] == 12345
+    assert cell["latency_ms"]["median"] == pytest.approx(2.0)  # infer: 2 ms a call
+    assert cell["device_latency_ms"]["median"] == pytest.approx(1.0)  # run_staged: 1 ms, no copies
+    assert cell["fps"] == pytest.approx(2000.0) and cell["device_fps"] == pytest.approx(4000.0)
+    result = run_matrix([fake_variant("gpu", lambda: StagingGpuRunner(clock))], np.zeros((4, 3, 8, 8), np.float32),
+                        options, device=DEVICE)
+    row = result["results"][0]
+    assert row["device"] == "cuda" and row["device_fps"] == pytest.approx(4000.0)

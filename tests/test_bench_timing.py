@@ -1,10 +1,9 @@
-"""Timing statistics and stop rules; the instability warning on a deliberately noisy function."""
-
-import time
+"""Timing statistics and stop rules; the instability warning on a deliberately noisy function (fake clock)."""
 
 import numpy as np
 import pytest
 
+from bench_fakes import FakeClock
 from trtkit.bench import timing
 
 
@@ -25,16 +24,27 @@ def test_steady_samples_do_not_warn():
 
 
 def test_noisy_runner_fires_the_warning():
+    clock = FakeClock()
     calls = []
 
-    def noisy():  # alternates a no-op and a 4 ms stall: CV near 100 % whatever the machine load
+    def noisy():  # alternates a no-op and a 4 ms stall: a CV of 100 %
         calls.append(1)
         if len(calls) % 2:
-            time.sleep(0.004)
+            clock.advance(0.004)
 
-    stats = timing.measure_latency(noisy, warmup_seconds=0.0, min_seconds=0.0, min_iterations=12)
+    stats = timing.measure_latency(noisy, warmup_seconds=0.0, min_seconds=0.0, min_iterations=12, clock=clock)
     assert stats.count == 12
-    assert stats.cv > 0.5 and stats.warning() is not None
+    assert stats.cv == pytest.approx(1.0) and stats.warning() is not None
+    assert stats.median == pytest.approx(0.002) and stats.max == pytest.approx(0.004) and stats.min == 0
+
+
+def test_steady_function_does_not_warn():
+    clock = FakeClock()
+    tick = 1 / 256.0  # exact in binary, so the stop rule's sums are too
+    stats = timing.measure_latency(lambda: clock.advance(tick), warmup_seconds=0.01, min_seconds=10 * tick,
+                                   min_iterations=2, clock=clock)
+    assert clock() == 13 * tick  # 3 warm-up calls reach 0.01 s, then 10 samples reach min_seconds
+    assert stats.count == 10 and stats.median == tick and stats.cv == 0 and stats.warning() is None
 
 
 def test_latency_stops_on_count_and_on_time_cap():
@@ -46,9 +56,10 @@ def test_latency_stops_on_count_and_on_time_cap():
     stats = timing.measure_latency(fn, warmup_seconds=0.0, min_seconds=0.0, min_iterations=7, max_iterations=7)
     assert stats.count == 7
     # a slow call: the time cap (max_seconds) ends it before min_iterations
-    slow = timing.measure_latency(lambda: time.sleep(0.02), warmup_seconds=0.0, min_seconds=0.01,
-                                  min_iterations=1000, max_seconds=0.05)
-    assert 1 <= slow.count < 1000
+    clock = FakeClock()
+    slow = timing.measure_latency(lambda: clock.advance(0.02), warmup_seconds=0.0, min_seconds=0.01,
+                                  min_iterations=1000, max_seconds=0.05, clock=clock)
+    assert slow.count == 3  # 0.02, 0.04, then 0.06 >= the 0.05 s cap
 
 
 def test_throughput_rounds_with_one_sync_each():

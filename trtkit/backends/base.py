@@ -37,9 +37,28 @@ class Runner(object):
     ``deactivate()``. ``infer`` takes a float32 NCHW batch and returns the
     first output as float32; ``infer_all`` returns every output by name.
     ``last_infer_seconds`` is the time of the last call, host copies included.
+
+    Every optional query has a default here (as in Polygraphy's BaseRunner),
+    so callers such as the benchmarker ask the runner instead of guessing from
+    its backend name or probing for attributes. The defaults describe a host
+    runner; GPU runners override what differs:
+
+    - ``device``: where inference runs, ``"cpu"`` or ``"cuda"``;
+    - ``synchronize()``: wait for queued device work (nothing to wait for on the host);
+    - ``batch_range()``: (min, opt, max) batch the artifact accepts, None for any;
+    - ``stage(batch)`` / ``run_staged(staged)``: put inputs where the runner
+      computes, then run without copying them again. ``stages_on_device`` says
+      whether that skips host<->device copies; by default staging is the numpy
+      batch itself and ``run_staged`` is ``infer``, so it times the same as ``infer``;
+    - ``device_timer()``: a timer of device time for ``run_staged``, None to use
+      the host clock after ``synchronize()``;
+    - ``reset_peak_memory()`` / ``peak_memory_bytes()``: device memory high-water
+      mark, None where the runner cannot tell.
     """
 
     backend = "base"
+    device = "cpu"
+    stages_on_device = False
 
     def __init__(self, path):
         self.path = path
@@ -84,6 +103,49 @@ class Runner(object):
         return {"backend": self.backend, "path": self.path,
                 "inputs": [t.to_dict() for t in self.inputs()],
                 "outputs": [t.to_dict() for t in self.outputs()]}
+
+    # optional queries: defaults for a host runner ------------------------
+    def synchronize(self):
+        """Wait until queued device work is done; host runners return at once (``infer`` is synchronous)."""
+
+    def batch_range(self):
+        """(min, opt, max) batch sizes the artifact accepts, or None when any batch works.
+
+        The default reads the first input: a fixed first dimension N (a model
+        exported with a static batch) gives (N, N, N). Engines with an
+        optimization profile override this.
+        """
+        inputs = self.inputs()
+        dim = inputs[0].shape[0] if inputs and inputs[0].shape else None
+        if isinstance(dim, int) and dim > 0:
+            return dim, dim, dim
+        return None
+
+    def stage(self, batch):
+        """Put a numpy batch where the runner computes; returns what ``run_staged`` takes.
+
+        Default: the batch itself (host memory), so staging saves nothing.
+        """
+        return batch
+
+    def run_staged(self, staged):
+        """Run a staged batch without copying it again; returns the outputs where they are.
+
+        Default: ``infer`` on the host batch (copies, if any, included).
+        Device runners return device tensors and do not synchronize.
+        """
+        return self.infer(staged)
+
+    def device_timer(self):
+        """A timer (``start()``, ``stop()`` -> seconds, ``sync``) of device time, or None for the host clock."""
+        return None
+
+    def reset_peak_memory(self):
+        """Start a new peak-memory window (nothing to reset where peaks are not tracked)."""
+
+    def peak_memory_bytes(self):
+        """Peak device memory since ``reset_peak_memory()``; None where the runner cannot tell."""
+        return None
 
     # to implement ------------------------------------------------------
     def _activate(self):

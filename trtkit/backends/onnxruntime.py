@@ -3,6 +3,11 @@
 The artifact *is* the ONNX file, so ``build`` copies the precision variant and
 records the providers the runner will use. INT8 uses the ``cpu`` Q/DQ
 encoding (unsigned activations, quantized bias), ONNX Runtime's fastest on x86.
+
+The runner's ``device`` comes from ``session.get_providers()`` after the
+session is made: asking for CUDA does not mean getting it (a session falls
+back to CPU when the CUDA provider cannot load). Staged I/O uses ONNX
+Runtime's I/O binding, so on CUDA a staged batch stays on the GPU.
 """
 
 import os
@@ -15,6 +20,7 @@ from trtkit.deps import available, require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path
 
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider")
 _ORT_TYPES = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
@@ -33,7 +39,8 @@ class OnnxRuntimeRunner(Runner):
 
     def __init__(self, path, providers=None, threads=None):
         super(OnnxRuntimeRunner, self).__init__(path)
-        self.providers = providers
+        self.providers = providers  # asked for; None: default_providers()
+        self.providers_in_use = None  # what the session really uses (set on activation)
         self.threads = threads
         self.session = None
 
@@ -53,6 +60,7 @@ class OnnxRuntimeRunner(Runner):
             text = str(exc).strip().splitlines()
             raise InputError("ONNX Runtime cannot load {}: {}".format(self.path, text[0][:300] if text else exc),
                              hint="check the file is a complete ONNX model")
+        self.providers_in_use = list(self.session.get_providers())
         self._inputs = [TensorSpec(i.name, i.shape, _ORT_TYPES.get(i.type, i.type)) for i in self.session.get_inputs()]
         self._outputs = [TensorSpec(o.name, o.shape, _ORT_TYPES.get(o.type, o.type)) for o in self.session.get_outputs()]
 
@@ -69,12 +77,45 @@ class OnnxRuntimeRunner(Runner):
             self.activate()
         return self._outputs
 
-    def _infer(self, batch):
+    @property
+    def device(self):
+        """"cuda" when the session runs on a GPU provider, else "cpu" (activates to find out)."""
+        if not self.active:
+            self.activate()
+        return "cuda" if any(p in GPU_PROVIDERS for p in self.providers_in_use) else "cpu"
+
+    @property
+    def stages_on_device(self):
+        return self.device == "cuda"
+
+    def _feed_array(self, batch):
         spec = self._inputs[0]
-        feed = {spec.name: np.ascontiguousarray(batch, dtype=spec.dtype if spec.dtype != "float16" else np.float16)}
+        return np.ascontiguousarray(batch, dtype=spec.dtype if spec.dtype != "float16" else np.float16)
+
+    def _infer(self, batch):
+        feed = {self._inputs[0].name: self._feed_array(batch)}
         names = [o.name for o in self._outputs]
         values = self.session.run(names, feed)
         return dict((n, v.astype(np.float32) if v.dtype == np.float16 else v) for n, v in zip(names, values))
+
+    def stage(self, batch):
+        """An I/O binding with the batch copied once to the session's device (inputs and outputs stay there)."""
+        if not self.active:
+            self.activate()
+        ort = require("onnxruntime")
+        where = "cuda" if self.device == "cuda" else "cpu"
+        value = ort.OrtValue.ortvalue_from_numpy(self._feed_array(batch), where, 0)
+        binding = self.session.io_binding()
+        binding.bind_ortvalue_input(self._inputs[0].name, value)
+        for spec in self._outputs:
+            binding.bind_output(spec.name, where)
+        return binding, value  # the value is kept alive with its binding
+
+    def run_staged(self, staged):
+        """Run a staged binding; returns it (``binding.copy_outputs_to_cpu()`` reads the outputs)."""
+        binding, _ = staged
+        self.session.run_with_iobinding(binding)
+        return binding
 
 
 class OnnxRuntimeBackend(Backend):

@@ -10,8 +10,10 @@ in one of four modes users compare with:
 
 There is no artifact to build: the checkpoint *is* the artifact, so ``build``
 refuses. Besides ``infer`` (numpy in, numpy out, copies included) the runner
-offers the benchmarker a device-resident path: ``stage`` puts a batch on the
-device once, ``run_staged`` runs it without copies, ``synchronize`` waits.
+fills in the optional queries of the Runner contract: ``stage`` puts a batch on
+the device once, ``run_staged`` runs it without copies, ``synchronize`` waits,
+``device_timer`` times with CUDA events, and peak memory comes from torch's
+CUDA allocator.
 """
 
 import os
@@ -88,19 +90,29 @@ class TorchRunner(Runner):
             raise InputError("unknown torch mode '{}'".format(mode), hint="use one of " + ", ".join(MODES))
         self.model_name = model_name
         self.mode = mode
-        self.device = device
+        self._device = device
         self.threads = threads
         self.input_size = input_size
         self.model = None
 
     @property
+    def device(self):
+        """"cuda" or "cpu": the one asked for, else torch's default (known before activation too)."""
+        return self._device or default_device()
+
+    @property
+    def stages_on_device(self):
+        """On CUDA ``run_staged`` skips the host->device copy and the copy back; on CPU there is none."""
+        return self.device == "cuda"
+
+    @property
     def precision(self):
-        return mode_precision(self.mode, self.device or default_device())
+        return mode_precision(self.mode, self.device)
 
     def _activate(self):
         torch = self.torch = require("torch", "the PyTorch baselines")
         from trtkit.models import load_model
-        self.device = self.device or default_device()
+        self._device = self.device
         usable, reason = mode_support(self.mode, self.device)
         if not usable:
             raise DeviceUnavailable("torch {}: {}".format(self.mode, reason))
@@ -137,7 +149,7 @@ class TorchRunner(Runner):
     def outputs(self):
         return [TensorSpec("logits", ("batch", getattr(self, "num_classes", None)), "float32")]
 
-    # device-resident path used by the benchmarker --------------------------------
+    # the Runner contract's optional queries ------------------------------------
     def stage(self, batch):
         """Copy a numpy batch to the device in the runner's dtype and memory format."""
         if not self.active:
@@ -164,22 +176,51 @@ class TorchRunner(Runner):
             return self.model(x)
 
     def synchronize(self):
-        if self.device == "cuda":
+        if self.active and self.device == "cuda":
             self.torch.cuda.synchronize()
 
-    def reset_peak_memory(self):
+    def device_timer(self):
+        """CUDA events on torch's current stream (where ``run_staged`` runs); None on CPU."""
         if self.device == "cuda":
+            if not self.active:
+                self.activate()
+            return CudaEventTimer(self.torch)
+        return None
+
+    def reset_peak_memory(self):
+        if self.active and self.device == "cuda":
             self.torch.cuda.reset_peak_memory_stats()
 
     def peak_memory_bytes(self):
         """Peak CUDA memory allocated by torch since the last reset; None on CPU."""
-        if self.device == "cuda":
+        if self.active and self.device == "cuda":
             return int(self.torch.cuda.max_memory_allocated())
         return None
 
     def _infer(self, batch):
         out = self.run_staged(self.stage(batch))
         return {"logits": out.float().cpu().numpy()}
+
+
+class CudaEventTimer(object):
+    """Times one region on torch's current CUDA stream with events (device time, no host jitter).
+
+    ``stop`` synchronizes on the end event, so it also serves as the sync of
+    latency mode; ``sync`` is what warm-up and throughput rounds wait on.
+    """
+
+    def __init__(self, torch):
+        self.sync = torch.cuda.synchronize
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self):
+        self._start.record()
+
+    def stop(self):
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) / 1000.0
 
 
 class TorchBackend(Backend):

@@ -7,6 +7,10 @@ runtime versions; on a Jetson also the module (device tree), the L4T release
 (``/etc/nv_tegra_release``), the power mode (``nvpmodel -q``) and whether the
 clocks are locked (``jetson_clocks --show``, else cpufreq in sysfs).
 
+GPUs, the driver and its CUDA version come from ``trtkit.backends.tensorrt.gpu``,
+the module that also decides whether engines can run, so the record and the
+runners never disagree about which GPU is here.
+
 The parsers take text, so tests feed them recorded outputs
 (tests/fixtures/jetson/); ``jetson_record(root, run)`` reads files under
 ``root`` and command outputs from ``run``, both replaceable for the same reason.
@@ -115,28 +119,6 @@ def parse_jetson_clocks(text):
     return {"on": bool(cpu_locked and gpu_locked), "cpus_online": len(online), "cpu_locked": cpu_locked,
             "gpu_locked": gpu_locked, "emc_override": bool(emc and emc.get("FreqOverride") == 1),
             "power_mode": power_mode, "source": "jetson_clocks --show"}
-
-
-def parse_nvidia_smi_csv(text):
-    """``nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader``."""
-    gpus = []
-    for line in (text or "").splitlines():
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) < 2 or not fields[0]:
-            continue
-        gpu = {"name": fields[0], "driver": fields[1]}
-        if len(fields) > 2:
-            gpu["memory"] = fields[2]
-        if len(fields) > 3 and re.match(r"^\d+\.\d+$", fields[3]):
-            gpu["compute_capability"] = fields[3]
-        gpus.append(gpu)
-    return gpus
-
-
-def parse_cuda_version_banner(text):
-    """The ``CUDA Version: 12.4`` the driver reports in plain ``nvidia-smi`` output."""
-    match = re.search(r"CUDA Version:\s*([0-9.]+)", text or "")
-    return match.group(1) if match else None
 
 
 def parse_cpuinfo(text):
@@ -281,28 +263,15 @@ def cpu_record(root="/"):
 
 
 def gpu_record():
-    """GPUs from torch (name, compute capability, memory) merged with nvidia-smi (driver, CUDA)."""
-    gpus = []
-    try:
-        import torch
-        if torch.cuda.is_available():
-            for index in range(torch.cuda.device_count()):
-                props = torch.cuda.get_device_properties(index)
-                gpus.append({"name": props.name, "compute_capability": "{}.{}".format(props.major, props.minor),
-                             "memory_bytes": int(props.total_memory), "multiprocessors": props.multi_processor_count})
-    except Exception:
-        pass
-    smi = parse_nvidia_smi_csv(run_command(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap",
-                                            "--format=csv,noheader"]) or
-                               run_command(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                                            "--format=csv,noheader"]))
-    for index, entry in enumerate(smi):
-        if index < len(gpus):
-            gpus[index]["driver"] = entry["driver"]
-        else:
-            gpus.append(entry)
-    driver_cuda = parse_cuda_version_banner(run_command(["nvidia-smi"])) if smi else None
-    return gpus, driver_cuda
+    """(GPUs with name, compute capability, memory, SMs and driver; the driver's CUDA version), via ``gpu``."""
+    from trtkit.backends.tensorrt import gpu
+    gpus = gpu.devices()
+    if not gpus:
+        return [], None
+    versions = gpu.driver_versions()
+    for entry in gpus:
+        entry["driver"] = versions["driver"]
+    return gpus, versions["cuda"]
 
 
 def device_slug(record):
@@ -322,9 +291,12 @@ def device_slug(record):
 
 
 def device_record(root="/", import_torch=True):
-    """Everything about this machine that changes a benchmark figure (see the module docstring)."""
+    """Everything about this machine that changes a benchmark figure (see the module docstring).
+
+    ``import_torch=False`` leaves torch's versions out (importing torch takes seconds).
+    """
     record = {"platform": platform.platform(), "cpu": cpu_record(root)}
-    gpus, driver_cuda = gpu_record() if import_torch else ([], None)
+    gpus, driver_cuda = gpu_record()
     record["gpus"] = gpus
     record["driver_cuda"] = driver_cuda
     record["jetson"] = jetson_record(root)
@@ -347,8 +319,8 @@ def describe(record):
             jetson.get("module"), (jetson.get("l4t") or {}).get("l4t", "?"), mode.get("name", "?"),
             {True: "on", False: "off"}.get(clocks.get("on"), "unknown")))
     for gpu in record.get("gpus") or []:
-        parts.append("GPU {} (sm {}, driver {})".format(gpu.get("name"), gpu.get("compute_capability", "?"),
-                                                     gpu.get("driver", "?")))
+        parts.append("GPU {} (sm {}, driver {})".format(gpu.get("name"), gpu.get("compute_capability") or "?",
+                                                     gpu.get("driver") or "?"))
     cpu = record.get("cpu", {})
     parts.append("CPU {} ({} of {} cores usable)".format(cpu.get("model"), cpu.get("usable_cores"),
                                                           cpu.get("logical_cores")))

@@ -7,8 +7,13 @@ round), both returning a ``Stats`` of per-call seconds with the percentiles
 users compare and a coefficient of variation that flags unstable figures.
 
 GPU work is asynchronous: a clock read before the device finished measures
-only the launch. Callers pass ``sync`` (e.g. ``torch.cuda.synchronize``) or a
-``timer`` built on CUDA events (``CudaEventTimer``), never a bare host clock.
+only the launch. Callers pass ``sync`` (a runner's ``synchronize``) or a
+``timer`` of device time (a runner's ``device_timer()``, e.g. CUDA events),
+never a bare host clock.
+
+Every loop reads time through ``clock`` (default ``time.perf_counter``), so
+tests can drive the stop rules and the statistics with a fake clock that the
+timed function advances: figures that do not depend on how busy the machine is.
 """
 
 import time
@@ -19,9 +24,9 @@ import numpy as np
 DEFAULT_MAX_CV = 0.10
 
 
-def warm_up(fn, seconds, sync=None, min_calls=1):
+def warm_up(fn, seconds, sync=None, min_calls=1, clock=None):
     """Call ``fn`` for ``seconds`` (at least ``min_calls`` times): caches, allocators, autotuners, clocks."""
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
     end = clock() + seconds
     calls = 0
     while True:
@@ -87,43 +92,26 @@ class Stats(object):
 
 
 class HostTimer(object):
-    """Times one region with the host clock; ``sync`` (if any) runs before the clock stops."""
+    """Times one region with the host clock; ``sync`` (if any) runs before the clock stops.
 
-    def __init__(self, sync=None):
+    A device timer (``Runner.device_timer()``) has the same three members:
+    ``start()``, ``stop()`` returning seconds, and ``sync`` for warm-up and rounds.
+    """
+
+    def __init__(self, sync=None, clock=None):
         self.sync = sync
+        self.clock = clock or time.perf_counter
 
     def start(self):
         if self.sync:
             self.sync()
-        self._t0 = time.perf_counter()
+        self._t0 = self.clock()
 
     def stop(self):
         """End the region; returns its seconds."""
         if self.sync:
             self.sync()
-        return time.perf_counter() - self._t0
-
-
-class CudaEventTimer(object):
-    """Times one region on the current CUDA stream with events (device time, no host jitter).
-
-    ``stop`` synchronizes on the end event, so it also serves as the sync of
-    latency mode. Needs torch with CUDA.
-    """
-
-    def __init__(self, torch):
-        self.torch = torch
-        self.sync = torch.cuda.synchronize  # used by warm-up, so its pace reflects finished work
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
-
-    def start(self):
-        self._start.record()
-
-    def stop(self):
-        self._end.record()
-        self._end.synchronize()
-        return self._start.elapsed_time(self._end) / 1000.0
+        return self.clock() - self._t0
 
 
 def _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds):
@@ -137,18 +125,19 @@ def _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds):
 
 
 def measure_latency(fn, timer=None, warmup_seconds=0.5, min_seconds=2.0, min_iterations=20,
-                    max_iterations=100000, max_seconds=None, max_cv=DEFAULT_MAX_CV):
+                    max_iterations=100000, max_seconds=None, max_cv=DEFAULT_MAX_CV, clock=None):
     """Latency mode: one call per sample, the device synchronized after each (via ``timer``).
 
     Stops when both ``min_seconds`` and ``min_iterations`` are reached, or at
-    ``max_iterations`` / ``max_seconds``. Returns Stats of seconds per call.
+    ``max_iterations`` / ``max_seconds`` (read on ``clock``). Returns Stats of seconds per call.
     """
-    timer = timer or HostTimer()
-    warm_up(fn, warmup_seconds, getattr(timer, "sync", None))
+    clock = clock or time.perf_counter
+    timer = timer or HostTimer(clock=clock)
+    warm_up(fn, warmup_seconds, timer.sync, clock=clock)
     done = _stop_rule(min_seconds, min_iterations, max_iterations, max_seconds)
     samples = []
-    begin = time.perf_counter()
-    while not done(len(samples), time.perf_counter() - begin):
+    begin = clock()
+    while not done(len(samples), clock() - begin):
         timer.start()
         fn()
         samples.append(timer.stop())
@@ -156,16 +145,16 @@ def measure_latency(fn, timer=None, warmup_seconds=0.5, min_seconds=2.0, min_ite
 
 
 def measure_throughput(fn, timer=None, calls_per_round=None, warmup_seconds=0.5, min_seconds=2.0, min_rounds=5,
-                       max_rounds=10000, max_seconds=None, max_cv=DEFAULT_MAX_CV, round_seconds=0.1):
+                       max_rounds=10000, max_seconds=None, max_cv=DEFAULT_MAX_CV, round_seconds=0.1, clock=None):
     """Throughput mode: rounds of ``calls_per_round`` back-to-back calls and a single sync each.
 
     Many batches are in flight on an asynchronous device; only the round's
     end waits for them. ``calls_per_round`` defaults to what fills about
     ``round_seconds``. Returns (Stats of seconds per call, calls per round).
     """
-    timer = timer or HostTimer()
-    sync = getattr(timer, "sync", None)
-    calls = warm_up(fn, warmup_seconds, sync)
+    clock = clock or time.perf_counter
+    timer = timer or HostTimer(clock=clock)
+    calls = warm_up(fn, warmup_seconds, timer.sync, clock=clock)
     if calls_per_round is None:
         # size rounds from the warm-up pace: about round_seconds each, at least 2 calls
         per_call = max(warmup_seconds / float(calls), 1e-7) if warmup_seconds > 0 else None
@@ -176,8 +165,8 @@ def measure_throughput(fn, timer=None, calls_per_round=None, warmup_seconds=0.5,
         calls_per_round = int(min(max(2, round_seconds / per_call), 100000))
     done = _stop_rule(min_seconds, min_rounds, max_rounds, max_seconds)
     samples = []
-    begin = time.perf_counter()
-    while not done(len(samples), time.perf_counter() - begin):
+    begin = clock()
+    while not done(len(samples), clock() - begin):
         timer.start()
         for _ in range(calls_per_round):
             fn()

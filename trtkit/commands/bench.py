@@ -93,7 +93,8 @@ def add_arguments(parser):
 def run(args):
     from trtkit import log
     from trtkit.errors import InputError
-    from trtkit.bench.matrix import BenchOptions, load_bench_images, plan_from_flags, plan_from_manifest, run_matrix
+    from trtkit.bench.matrix import run_matrix
+    from trtkit.bench.plan import BenchOptions, load_bench_images, plan_from_flags, plan_from_manifest
     from trtkit.bench.report import markdown_table, write_reports
     options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
                            seconds=args.seconds, warmup=args.warmup, modes=_name_list(args.mode),

@@ -5,6 +5,12 @@ version, GPU), so a mismatch is one clear message rather than a "version tag"
 failure. With no GPU, activating raises DeviceUnavailable: the build pipeline
 then records the engine as built, not run. I/O buffers come from
 ``buffers.open_device`` (torch CUDA tensors, else pycuda).
+
+Of the Runner contract's optional queries it answers ``device`` ("cuda"),
+``synchronize`` (its stream), ``batch_range`` (the engine's profile) and staged
+I/O (the input uploaded once into the engine's buffer, outputs left on the
+GPU). Peak memory keeps the default (None): TensorRT's own allocations are not
+visible through torch's allocator.
 """
 
 import os
@@ -19,6 +25,8 @@ from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError
 
 class TensorRTRunner(Runner):
     backend = "tensorrt"
+    device = "cuda"
+    stages_on_device = True
 
     def __init__(self, path, flavour="tensorrt", options=None):
         super(TensorRTRunner, self).__init__(path)
@@ -27,6 +35,7 @@ class TensorRTRunner(Runner):
         self.options = dict(options or {})
         self.record = None
         self._io = None
+        self._memory = None  # buffers.open_device(): allocations, copies and the stream
         self._buffers = {}
 
     def check(self):
@@ -46,7 +55,7 @@ class TensorRTRunner(Runner):
         trt = self.check()
         from trtkit.backends.tensorrt.buffers import open_device
         self.trt = trt
-        self.device = open_device(self.options.get("buffers"))
+        self._memory = open_device(self.options.get("buffers"))
         self.logger = trt.Logger(trt.Logger.WARNING)
         self.runtime = trt.Runtime(self.logger)
         with open(self.path, "rb") as handle:
@@ -68,9 +77,9 @@ class TensorRTRunner(Runner):
         self.context = None
         self.engine = None
         self.runtime = None
-        if getattr(self, "device", None) is not None:
-            self.device.close()
-        self.device = None
+        if self._memory is not None:
+            self._memory.close()
+        self._memory = None
 
     def _specs(self, want_inputs):
         if self._io is not None:
@@ -89,39 +98,77 @@ class TensorRTRunner(Runner):
     def outputs(self):
         return self._specs(False)
 
-    def batch_range(self, name):
-        """(min, max) batch the engine accepts for input ``name``."""
-        for index, (n, is_input, shape, _) in enumerate(self._io):
-            if n == name:
-                if shape[0] >= 0:
-                    return shape[0], shape[0]
-                low, _, high = self._profiles[name]
-                return low[0], high[0]
-        raise InputError("the engine has no input {}".format(name))
+    def batch_range(self):
+        """(min, opt, max) batch of the first input: its fixed batch, else optimization profile 0."""
+        if not self.active:
+            self.activate()
+        name, _, shape, _ = self._first_input()
+        if shape[0] >= 0:
+            return shape[0], shape[0], shape[0]
+        profile = self._profiles.get(name)
+        if not profile:
+            return None
+        low, opt, high = profile
+        return low[0], opt[0], high[0]
 
-    def _infer(self, batch):
-        name, _, shape, dtype = [entry for entry in self._io if entry[1]][0]
+    def synchronize(self):
+        if self._memory is not None:
+            self._memory.synchronize()
+
+    def _first_input(self):
+        return [entry for entry in self._io if entry[1]][0]
+
+    def stage(self, batch):
+        """Upload the batch into the engine's input buffer once; returns its shape for ``run_staged``."""
+        if not self.active:
+            self.activate()
+        batch = self._prepare(batch)
+        buffers = self._buffers_for(batch.shape)
+        self._memory.upload(buffers[self._first_input()[0]], batch)
+        return batch.shape
+
+    def run_staged(self, staged):
+        """Run the engine on the staged input; returns {output name: device buffer} (no copy, no sync)."""
+        self._set_shape(staged)
+        buffers = self._buffers_for(staged)
+        self._execute(buffers)
+        return dict((n, buffers[n]) for n, is_input, _, _ in self._io if not is_input)
+
+    def _prepare(self, batch):
+        """The batch in the engine's dtype, checked against its profile and shape; sets the context's shape."""
+        name, _, shape, dtype = self._first_input()
         batch = np.ascontiguousarray(batch, dtype=dtype)
-        low, high = self.batch_range(name)
-        if not low <= batch.shape[0] <= high:
-            raise InputError("batch of {} is outside the engine's profile ({}..{})".format(batch.shape[0], low, high),
-                             hint="rebuild with --batch MIN:OPT:MAX covering it")
+        batch_range = self.batch_range()
+        if batch_range is not None and not batch_range[0] <= batch.shape[0] <= batch_range[2]:
+            raise InputError("batch of {} is outside the engine's profile ({}..{})".format(
+                batch.shape[0], batch_range[0], batch_range[2]), hint="rebuild with --batch MIN:OPT:MAX covering it")
         expected = tuple(shape[1:])
         if tuple(d for d in expected) != tuple(batch.shape[1:]) and all(d >= 0 for d in expected):
             raise InputError("input shape {} does not match the engine's {}".format(batch.shape, shape))
+        self._set_shape(batch.shape)
+        return batch
+
+    def _set_shape(self, input_shape):
+        name = self._first_input()[0]
         index = [entry[0] for entry in self._io].index(name)
-        if api.set_input_shape(self.context, name, index, batch.shape) is False:
-            raise InputError("TensorRT refused input shape {}".format(batch.shape))
-        buffers = self._buffers_for(batch.shape)
-        self.device.upload(buffers[name], batch)
+        if api.set_input_shape(self.context, name, index, input_shape) is False:
+            raise InputError("TensorRT refused input shape {}".format(tuple(input_shape)))
+
+    def _execute(self, buffers):
         names = [entry[0] for entry in self._io]
-        addresses = [self.device.address(buffers[n]) for n in names]
-        if not api.execute(self.context, addresses, names, self.device.stream_handle):
+        addresses = [self._memory.address(buffers[n]) for n in names]
+        if not api.execute(self.context, addresses, names, self._memory.stream_handle):
             raise InputError("TensorRT failed to run the engine (see its messages above)")
+
+    def _infer(self, batch):
+        batch = self._prepare(batch)
+        buffers = self._buffers_for(batch.shape)
+        self._memory.upload(buffers[self._first_input()[0]], batch)
+        self._execute(buffers)
         result = {}
         for n, is_input, _, t in self._io:
             if not is_input:
-                out = self.device.download(buffers[n])
+                out = self._memory.download(buffers[n])
                 result[n] = out.astype(np.float32) if out.dtype == np.float16 else out
         return result
 
@@ -132,6 +179,6 @@ class TensorRTRunner(Runner):
             buffers = {}
             for index, (n, is_input, _, t) in enumerate(self._io):
                 shape = input_shape if is_input else api.output_shape(self.context, n, index)
-                buffers[n] = self.device.empty(shape, t)
+                buffers[n] = self._memory.empty(shape, t)
             self._buffers[key] = buffers
         return self._buffers[key]

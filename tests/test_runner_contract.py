@@ -1,0 +1,68 @@
+"""The Runner contract's optional queries: their defaults, and what the ONNX Runtime and PyTorch runners answer.
+
+The benchmarker asks runners these questions instead of guessing from backend
+names, so each answer must be true of the runner, not of what was asked for.
+"""
+
+import numpy as np
+import pytest
+
+from bench_fakes import FakeClock, FakeRunner
+
+
+def test_defaults_describe_a_host_runner():
+    runner = FakeRunner(FakeClock())
+    batch = np.ones((3, 3, 8, 8), np.float32)
+    assert runner.device == "cpu" and runner.stages_on_device is False
+    assert runner.synchronize() is None and runner.device_timer() is None
+    assert runner.batch_range() is None  # symbolic batch: any size
+    assert FakeRunner(FakeClock(), batch_dim=2).batch_range() == (2, 2, 2)  # a fixed-batch model
+    staged = runner.stage(batch)
+    assert staged is batch and np.array_equal(runner.run_staged(staged), runner.infer(batch))
+    runner.reset_peak_memory()
+    assert runner.peak_memory_bytes() is None
+
+
+@pytest.fixture(scope="module")
+def onnx_path(sample_build):
+    from trtkit.manifest import artifact_path, load_manifest
+    manifest = load_manifest(sample_build[0])
+    return [artifact_path(manifest, a) for a in manifest["artifacts"] if a["precision"] == "fp32"][0]
+
+
+def test_onnxruntime_device_is_what_the_session_uses(onnx_path):
+    import onnxruntime
+    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
+    with OnnxRuntimeRunner(onnx_path, threads=1) as runner:
+        assert runner.providers_in_use == runner.session.get_providers()
+        assert runner.device == ("cuda" if "CUDAExecutionProvider" in runner.providers_in_use else "cpu")
+        assert runner.batch_range() is None  # the sample is exported with a dynamic batch
+        batch = np.random.RandomState(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
+        binding = runner.run_staged(runner.stage(batch))
+        assert np.allclose(binding.copy_outputs_to_cpu()[0], runner.infer(batch), atol=1e-5)
+        assert runner.stages_on_device == (runner.device == "cuda")
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        # asked for CUDA on a CPU-only ONNX Runtime: the session falls back, and the runner says so
+        with pytest.warns(UserWarning):
+            asked = OnnxRuntimeRunner(onnx_path, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+            asked.activate()
+        assert asked.providers_in_use == ["CPUExecutionProvider"] and asked.device == "cpu"
+        asked.deactivate()
+
+
+def test_torch_runner_answers_for_its_device(sample):
+    import torch
+    from trtkit.backends.torch import TorchRunner
+    runner = TorchRunner(sample[1], mode="fp32", threads=1)
+    assert runner.device == ("cuda" if torch.cuda.is_available() else "cpu")  # known before activation
+    with runner:
+        batch = np.random.RandomState(0).standard_normal((2, 3, 64, 64)).astype(np.float32)
+        staged = runner.run_staged(runner.stage(batch))
+        runner.synchronize()
+        assert np.allclose(staged.float().cpu().numpy(), runner.infer(batch), atol=1e-5)
+        on_gpu = runner.device == "cuda"
+        assert runner.stages_on_device is on_gpu and (runner.device_timer() is not None) is on_gpu
+        runner.reset_peak_memory()
+        runner.infer(batch)
+        assert (runner.peak_memory_bytes() is not None) is on_gpu
+        assert runner.batch_range() is None
