@@ -66,3 +66,12 @@ def test_torch_runner_answers_for_its_device(sample):
         runner.infer(batch)
         assert (runner.peak_memory_bytes() is not None) is on_gpu
         assert runner.batch_range() is None
+
+
+def test_the_manifest_records_what_the_runner_really_used(sample_build):
+    _, manifest = sample_build
+    for artifact in manifest["artifacts"]:
+        ran_on = artifact["ran_on"]
+        assert ran_on["backend"] == "onnxruntime" and ran_on["device"] == "cpu"
+        assert ran_on["providers"] == ["CPUExecutionProvider"] and ran_on["path"] == artifact["path"]
+        assert "providers" not in artifact["backend_info"]  # what was asked for is not a record of what ran

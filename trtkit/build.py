@@ -175,7 +175,7 @@ def _export(state):
         from trtkit.backends.onnxruntime import OnnxRuntimeRunner
         from trtkit.verify import run_batches
         with OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]) as runner:
-            state.reference = run_batches(runner, images, options.batch_size, state.source.fixed_batch)
+            state.reference = run_batches(runner, images, options.batch_size)
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
     from trtkit.export import export_onnx, torch_logits, validate_export
@@ -231,10 +231,11 @@ def _build_artifact(state, precision):
     try:
         with runner:
             from trtkit.verify import compare, run_batches
-            logits = run_batches(runner, state.verify_images, options.batch_size, state.source.fixed_batch)
+            logits = run_batches(runner, state.verify_images, options.batch_size)
             record["verify"] = compare(logits, state.reference, state.labels)
-            record["throughput_ips"] = _throughput(state, runner)
-            record["throughput_batch"] = state.source.fixed_batch or options.throughput_batch
+            record["ran_on"] = runner.describe()
+            record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
+            record["throughput_ips"] = _throughput(state, runner, record["throughput_batch"])
     except DeviceUnavailable as exc:
         record["verify"] = None
         record["throughput_ips"] = None
@@ -262,13 +263,12 @@ def _advice(precision):
     return ""
 
 
-def _throughput(state, runner):
-    options = state.options
-    if options.throughput_seconds <= 0:
+def _throughput(state, runner, batch):
+    seconds = state.options.throughput_seconds
+    if seconds <= 0:
         return None
     from trtkit.bench.timing import quick_throughput
-    return quick_throughput(runner, state.verify_images, state.source.fixed_batch or options.throughput_batch,
-                            options.throughput_seconds)
+    return quick_throughput(runner, state.verify_images, batch, seconds)
 
 
 # ---------------------------------------------------------------- orchestration

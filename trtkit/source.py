@@ -76,18 +76,15 @@ class ModelOptions(object):
 class ModelSource(object):
     """A resolved model: ``name`` (artifacts are ``NAME.<precision>.*``), ``torch_model`` (None for ONNX
     sources), ``onnx_path`` (the normalized FP32 ONNX of an ONNX source; None until a PyTorch model is
-    exported), ``contract``, ``num_classes``, ``fixed_batch`` (an ONNX whose batch axis is hard-coded),
-    ``notes`` (what normalizing changed) and ``info`` (the manifest's ``model`` record)."""
+    exported), ``contract``, ``num_classes``, ``notes`` (what normalizing changed) and ``info`` (the manifest's ``model`` record)."""
 
-    def __init__(self, name, contract, info, torch_model=None, onnx_path=None, num_classes=None, fixed_batch=None,
-                 notes=()):
+    def __init__(self, name, contract, info, torch_model=None, onnx_path=None, num_classes=None, notes=()):
         self.name = name
         self.contract = contract
         self.info = info
         self.torch_model = torch_model
         self.onnx_path = onnx_path
         self.num_classes = num_classes
-        self.fixed_batch = fixed_batch
         self.notes = list(notes)
 
 
@@ -123,8 +120,7 @@ def _onnx_source(options, work_dir):
             "sha256": sha256_file(options.onnx), "num_classes": summary.num_classes, "input": contract.to_dict(),
             "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
             "notes": notes}
-    return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=summary.num_classes,
-                       fixed_batch=summary.batch, notes=notes)
+    return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=summary.num_classes, notes=notes)
 
 
 def _onnx_stem(path):

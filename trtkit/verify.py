@@ -9,15 +9,21 @@ absolute difference of the logits.
 import numpy as np
 
 
-def run_batches(runner, images, batch_size=32, fixed_batch=None):
-    """Run every image through ``runner`` in batches (padding the last one for fixed-batch engines)."""
-    size = fixed_batch or batch_size
+def run_batches(runner, images, batch_size=32):
+    """Run every image through ``runner`` in batches it accepts; returns the first output for all of them.
+
+    Batches are ``batch_size`` images, kept inside the runner's ``batch_range()``
+    (an engine's optimization profile, a model's fixed batch); a last chunk
+    smaller than the range's minimum is padded and the padding's rows dropped.
+    """
+    batch_range = runner.batch_range()
+    size, minimum = runner.accepted_batch(batch_size), batch_range[0] if batch_range else 1
     outputs = []
     for start in range(0, images.shape[0], size):
         chunk = images[start:start + size]
         real = chunk.shape[0]
-        if fixed_batch and real < fixed_batch:
-            pad = np.zeros((fixed_batch - real,) + chunk.shape[1:], dtype=chunk.dtype)
+        if real < minimum:
+            pad = np.zeros((minimum - real,) + chunk.shape[1:], dtype=chunk.dtype)
             chunk = np.concatenate([chunk, pad])
         outputs.append(np.asarray(runner.infer(chunk), dtype=np.float32)[:real])
     return np.concatenate(outputs)
@@ -51,4 +57,4 @@ def compare(logits, reference, labels=None):
 
 def verify_runner(runner, images, reference, labels=None, batch_size=32, fixed_batch=None):
     """Run ``runner`` on ``images`` and compare with ``reference`` (see ``compare``)."""
-    return compare(run_batches(runner, images, batch_size, fixed_batch), reference, labels)
+    return compare(run_batches(runner, images, batch_size), reference, labels)

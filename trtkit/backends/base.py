@@ -7,6 +7,7 @@ and benchmarking only ever talk to Runners, so a new backend is one new module
 in ``trtkit/backends`` and one line in its registry.
 """
 
+import os
 import time
 
 
@@ -99,8 +100,8 @@ class Runner(object):
         return result
 
     def describe(self):
-        """A dict of the backend, artifact path and I/O specs (for manifests and logs)."""
-        return {"backend": self.backend, "path": self.path,
+        """What actually ran (for manifests and logs): backend, device, artifact file name and I/O specs."""
+        return {"backend": self.backend, "device": self.device, "path": os.path.basename(self.path),
                 "inputs": [t.to_dict() for t in self.inputs()],
                 "outputs": [t.to_dict() for t in self.outputs()]}
 
@@ -120,6 +121,14 @@ class Runner(object):
         if isinstance(dim, int) and dim > 0:
             return dim, dim, dim
         return None
+
+    def accepted_batch(self, wanted):
+        """The batch size nearest ``wanted`` that ``batch_range()`` allows."""
+        batch_range = self.batch_range()
+        if batch_range is None:
+            return wanted
+        low, _, high = batch_range
+        return max(low, min(wanted, high))
 
     def stage(self, batch):
         """Put a numpy batch where the runner computes; returns what ``run_staged`` takes.

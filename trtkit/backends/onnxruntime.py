@@ -1,7 +1,7 @@
 """ONNX Runtime: the embedded default. CPU everywhere; CUDA when that provider exists.
 
-The artifact *is* the ONNX file, so ``build`` copies the precision variant and
-records the providers the runner will use. INT8 uses the ``cpu`` Q/DQ
+The artifact *is* the ONNX file, so ``build`` copies the precision variant;
+the manifest records the providers the runner really used (``describe``). INT8 uses the ``cpu`` Q/DQ
 encoding (unsigned activations, quantized bias), ONNX Runtime's fastest on x86.
 
 The runner's ``device`` comes from ``session.get_providers()`` after the
@@ -84,6 +84,11 @@ class OnnxRuntimeRunner(Runner):
             self.activate()
         return "cuda" if any(p in GPU_PROVIDERS for p in self.providers_in_use) else "cpu"
 
+    def describe(self):
+        record = super(OnnxRuntimeRunner, self).describe()
+        record["providers"] = list(self.providers_in_use)
+        return record
+
     @property
     def stages_on_device(self):
         return self.device == "cuda"
@@ -135,7 +140,7 @@ class OnnxRuntimeBackend(Backend):
             with atomic_path(out_path) as tmp:
                 shutil.copyfile(onnx_path, tmp)
         ort = require("onnxruntime")
-        return {"providers": default_providers(), "onnxruntime_version": ort.__version__}
+        return {"onnxruntime_version": ort.__version__}  # the providers used are recorded by the runner
 
     def runner(self, artifact_path, options=None):
         options = options or {}

@@ -125,15 +125,9 @@ def set_figures(cell, what, stats, batch):
 
 
 def agreement_logits(runner, images):
-    """Logits of ``images`` in batches the runner accepts (its fixed batch, padded; else up to 32)."""
+    """Logits of ``images`` in batches of up to 32 that the runner accepts (``verify.run_batches``)."""
     from trtkit.verify import run_batches
-    batch_range = runner.batch_range()
-    if batch_range is None:
-        return run_batches(runner, images, AGREEMENT_BATCH)
-    low, _, high = batch_range
-    if low == high or low > 1:
-        return run_batches(runner, images, low, fixed_batch=low)
-    return run_batches(runner, images, min(AGREEMENT_BATCH, high))
+    return run_batches(runner, images, AGREEMENT_BATCH)
 
 
 def _set_agreement(variant, runner, images, options, reference, base):
