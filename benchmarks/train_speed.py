@@ -40,7 +40,8 @@ def main(argv=None):
     from trtkit.fileio import write_text
     from trtkit.training import TrainConfig
     from trtkit.training.modes import parse_modes
-    from trtkit.training.report import compare_modes, format_table, write_comparison
+    from trtkit.training.report import format_table, write_comparison
+    from trtkit.training.runner import compare_modes
     cuda = torch.cuda.is_available()
     modes = parse_modes(args.modes or ("fp32,amp,half" if cuda else "fp32,amp"))
     values = dict(data=args.data, model=args.model, epochs=args.epochs, channels_last=args.channels_last)

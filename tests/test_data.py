@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 
-from trtkit.data import load_images, resize_bilinear
+from trtkit.data import _interp_matrix, is_cifar_folder, load_images, resize_bilinear
 from trtkit.errors import InputError
 from trtkit.models import InputContract
 
@@ -32,6 +32,16 @@ def test_resize_bilinear_properties():
     ramp = np.arange(8, dtype=np.float32).reshape(1, 1, 1, 8).repeat(8, axis=2)
     half = resize_bilinear(ramp, 4)
     assert np.allclose(half[0, 0, 0], [0.5, 2.5, 4.5, 6.5])  # averages of pixel pairs
+
+
+@pytest.mark.parametrize("shape,size", [((2, 3, 24, 32), 20), ((1, 1, 8, 8), 64), ((1, 3, 30, 17), 17)])
+def test_resize_bilinear_equals_the_separable_weights_applied_in_one_contraction(shape, size):
+    images = np.random.RandomState(3).rand(*shape).astype(np.float32)
+    wy, wx = _interp_matrix(shape[2], size), _interp_matrix(shape[3], size)
+    reference = np.einsum("oh,nchw,pw->ncop", wy, images, wx)  # the former formula, written out
+    result = resize_bilinear(images, size)
+    assert result.dtype == np.float32 and result.shape == shape[:2] + (size, size)
+    np.testing.assert_allclose(result, reference, rtol=1e-5, atol=1e-6)
 
 
 def _write_png(path, value, size=(40, 30)):
@@ -107,6 +117,13 @@ def test_cifar_folder(tmp_path):
     train = load_images(str(tmp_path), C32, split="train")
     held = load_images(str(tmp_path), C32, split="heldout")
     assert len(train) == 20 and len(held) == 10 and train.images.shape[1:] == (3, 32, 32)
+
+
+def test_cifar_folder_detection(tmp_path):
+    assert not is_cifar_folder(str(tmp_path)) and not is_cifar_folder(str(tmp_path / "missing"))
+    (tmp_path / "test_batch").write_bytes(b"x")
+    assert is_cifar_folder(str(tmp_path))
+    assert not is_cifar_folder(str(tmp_path / "test_batch"))  # the batch file itself is no folder
 
 
 def test_missing_source():

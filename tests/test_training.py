@@ -15,10 +15,11 @@ from trtkit.errors import DeviceUnavailable, InputError  # noqa: E402
 from trtkit.training import TrainConfig  # noqa: E402
 from trtkit.training.loop import TrainingDiverged  # noqa: E402
 from trtkit.training.runner import run_training  # noqa: E402
-from trtkit.training.scaler import DynamicLossScaler  # noqa: E402
+from trtkit.training.scaler import TorchGradScaler, grad_scaler_available  # noqa: E402
 
 from conftest import run_script  # noqa: E402
 
+needs_cpu_scaler = pytest.mark.skipif(not grad_scaler_available("cpu"), reason="torch < 2.3 has no CPU GradScaler")
 TINY = dict(data="sample", limit=16, input_size=8, stem="cifar", batch_size=8, epochs=2, lr=0.02,
             device="cpu", deterministic=True)
 
@@ -44,6 +45,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert metrics["final_accuracy"] == resumed.final_accuracy
 
 
+@needs_cpu_scaler
 def test_half_recipe_dtype_layout():
     from trtkit.models import create_model
     from trtkit.training.modes import Precision
@@ -63,12 +65,13 @@ def test_half_recipe_dtype_layout():
     assert all(v.dtype == torch.float32 for v in state.values() if v.is_floating_point())
 
 
+@needs_cpu_scaler
 def test_scaler_skips_overflow_and_lowers_scale():
-    scaler = DynamicLossScaler(init_scale=1024.0, growth_interval=2)
+    scaler = TorchGradScaler("cpu", init_scale=1024.0, growth_interval=2)
     w = torch.nn.Parameter(torch.ones(3))
     opt = torch.optim.SGD([w], lr=0.1)
     scaler.backward((w * torch.tensor([1.0, float("inf"), 1.0])).sum())
-    assert scaler.unscale(opt, [w]) is True
+    scaler.unscale(opt, [w])
     scaler.step(opt)
     assert scaler.update() is True
     assert torch.equal(w.detach(), torch.ones(3))  # skipped: weights untouched
@@ -76,17 +79,67 @@ def test_scaler_skips_overflow_and_lowers_scale():
     for _ in range(2):  # clean steps: gradients come back unscaled, the scale grows after the interval
         opt.zero_grad()
         scaler.backward(w.sum())
-        assert scaler.unscale(opt, [w]) is False
+        scaler.unscale(opt, [w])
         assert torch.allclose(w.grad, torch.ones(3))
         scaler.step(opt)
         assert scaler.update() is False
+    assert not torch.equal(w.detach(), torch.ones(3))  # clean steps moved the weights
     assert scaler.scale == 1024.0
-    state = scaler.state_dict()
-    other = DynamicLossScaler()
-    other.load_state_dict(state)
+    other = TorchGradScaler("cpu")
+    other.load_state_dict(scaler.state_dict())
     assert other.scale == 1024.0 and other.skipped == 1
 
 
+@needs_cpu_scaler
+def test_scaler_unscales_fp32_master_gradients_of_an_fp16_model():
+    """The half recipe: scaled FP16 gradients handed to FP32 masters, which the optimizer owns."""
+    assert torch.tensor(1e-8).half().item() == 0.0  # below FP16's smallest subnormal
+    scaler = TorchGradScaler("cpu", init_scale=2.0 ** 16)
+    weight16 = torch.nn.Parameter(torch.full((4,), 0.5, dtype=torch.float16))
+    master = torch.nn.Parameter(weight16.detach().float())
+    opt = torch.optim.SGD([master], lr=1e6)
+    scaler.backward((weight16.float() * 1e-8).sum())  # a 1e-8 gradient survives in FP16 only scaled
+    master.grad = weight16.grad.float()
+    scaler.unscale(opt, [master])
+    assert master.grad.dtype == torch.float32 and torch.allclose(master.grad, torch.full((4,), 1e-8), rtol=1e-2)
+    scaler.step(opt)
+    assert scaler.update() is False and torch.all(master.detach() < 0.5)
+
+
+@needs_cpu_scaler
+def test_scaler_resumes_a_checkpoint_of_trtkits_former_own_scaler():
+    former = {"kind": "dynamic", "scale": 256.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 3,
+              "min_scale": 2.0 ** -14, "good_steps": 2, "skipped": 4}
+    scaler = TorchGradScaler("cpu", init_scale=2.0 ** 16, growth_interval=2000)
+    scaler.load_state_dict(former)
+    assert scaler.scale == 256.0 and scaler.skipped == 4
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    scaler.backward(w.sum())
+    scaler.unscale(opt, [w])
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.scale == 512.0  # two good steps were recorded: the third reaches the interval of 3
+
+
+def test_bf16_on_cuda_needs_compute_capability_8():
+    from trtkit.bf16 import capability_has_bf16
+    assert not capability_has_bf16((7, 5))  # Turing: torch.cuda.is_bf16_supported() says True (emulated)
+    assert not capability_has_bf16((7, 2)) and not capability_has_bf16((6, 1))
+    assert capability_has_bf16((8, 0)) and capability_has_bf16((8, 7)) and capability_has_bf16((12, 0))
+
+
+def test_bf16_on_cpu_needs_native_instructions():
+    from trtkit.bf16 import cpuinfo_has_bf16
+    skylake = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512bw avx512vl avx512dq\n"
+    sapphire = "processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile\n"
+    graviton3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+    assert not cpuinfo_has_bf16(skylake)  # AVX512 without BF16: oneDNN would emulate it
+    assert cpuinfo_has_bf16(sapphire) and cpuinfo_has_bf16(graviton3)
+    assert not cpuinfo_has_bf16("")
+
+
+@needs_cpu_scaler
 def test_half_training_with_overflowing_scale_skips_steps(tmp_path):
     config = TrainConfig(**dict(TINY, mode="half", epochs=1, limit=8, init_scale=2.0 ** 40, deterministic=False))
     result = run_training(config, str(tmp_path / "half"))
@@ -139,7 +192,8 @@ def test_cifar_wrong_layouts(tmp_path):
 
 
 def test_amp_on_cpu_is_bf16_or_explained():
-    from trtkit.training.modes import NO_CPU_BF16, Precision, cpu_bf16_native
+    from trtkit.bf16 import cpu_bf16_native
+    from trtkit.training.modes import NO_CPU_BF16, Precision
     if cpu_bf16_native():
         assert Precision("amp", "cpu").autocast_dtype == torch.bfloat16
     else:

@@ -76,7 +76,7 @@ def load_images(source, contract, split="all", limit=None, seed=0):
         if not os.path.exists(path):
             raise InputError("data not found: {}".format(source),
                              hint="give a folder of class sub-folders, a CIFAR-10 folder, a .npy/.npz file, or 'sample'")
-        if os.path.isdir(path) and _is_cifar(path):
+        if is_cifar_folder(path):
             result = _load_cifar(path, contract, split)
         elif os.path.isdir(path):
             result = _load_folder(path, contract, split)
@@ -121,7 +121,8 @@ def resize_bilinear(images, size):
         return images.astype(np.float32)
     wy = _interp_matrix(h, size)
     wx = _interp_matrix(w, size)
-    return np.einsum("oh,nchw,pw->ncop", wy, images.astype(np.float32), wx).astype(np.float32)
+    # two matrix products (BLAS); a three-operand einsum without optimize loops in C instead, ~180x slower
+    return np.matmul(wy, np.matmul(images.astype(np.float32, copy=False), wx.T))
 
 
 def _to_channels(images01, channels, what):
@@ -167,8 +168,11 @@ def _contract_key(contract):
 
 # ------------------------------------------------------------------ CIFAR-10
 
-def _is_cifar(path):
-    return os.path.isfile(os.path.join(path, "data_batch_1")) or os.path.isfile(os.path.join(path, "test_batch"))
+def is_cifar_folder(source):
+    """True for a folder holding CIFAR-10 python batches (``data_batch_1`` or ``test_batch``)."""
+    path = os.path.expanduser(str(source))
+    return os.path.isdir(path) and (os.path.isfile(os.path.join(path, "data_batch_1")) or
+                                    os.path.isfile(os.path.join(path, "test_batch")))
 
 
 def _read_cifar_batch(file_path):

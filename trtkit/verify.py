@@ -8,6 +8,8 @@ absolute difference of the logits.
 
 import numpy as np
 
+from trtkit.errors import VerificationFailed
+
 
 def run_batches(runner, images, batch_size=32):
     """Run every image through ``runner`` in batches it accepts; returns the first output for all of them.
@@ -43,7 +45,9 @@ def compare(logits, reference, labels=None):
     logits = np.asarray(logits, dtype=np.float32)
     reference = np.asarray(reference, dtype=np.float32)
     if logits.shape != reference.shape:
-        raise ValueError("output shape {} differs from the reference {}".format(logits.shape, reference.shape))
+        raise VerificationFailed(
+            "the variant's output shape {} differs from the FP32 reference's {}".format(logits.shape, reference.shape),
+            hint="the artifact was not built from this model (another number of classes or output): rebuild it")
     diff = np.abs(logits - reference)
     return {
         "images": int(logits.shape[0]),
@@ -53,8 +57,3 @@ def compare(logits, reference, labels=None):
         "max_abs_diff": float(diff.max()) if diff.size else 0.0,
         "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
     }
-
-
-def verify_runner(runner, images, reference, labels=None, batch_size=32, fixed_batch=None):
-    """Run ``runner`` on ``images`` and compare with ``reference`` (see ``compare``)."""
-    return compare(run_batches(runner, images, batch_size), reference, labels)

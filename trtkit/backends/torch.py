@@ -21,6 +21,7 @@ import os
 import numpy as np
 
 from trtkit.backends.base import Backend, Runner, TensorSpec
+from trtkit.bf16 import cpu_bf16_native
 from trtkit.deps import available, require
 from trtkit.errors import DeviceUnavailable, InputError
 
@@ -32,20 +33,6 @@ MODE_PRECISION = {"fp32": "fp32", "half": "fp16", "channels_last": "fp32"}
 def default_device():
     torch = require("torch", "the PyTorch baselines")
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def cpu_supports_bf16():
-    """True when the CPU has native BF16 instructions (x86 AVX512-BF16/AMX, Arm BF16)."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            text = handle.read()
-    except (IOError, OSError):
-        return False
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            flags = set(line.split(":", 1)[-1].split())
-            return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
-    return False
 
 
 def mode_precision(mode, device):
@@ -65,7 +52,7 @@ def mode_support(mode, device):
     if mode == "autocast":
         if not hasattr(torch, "autocast") and device != "cuda":
             return False, "this torch has no CPU autocast (needs torch >= 1.10)"
-        if device == "cpu" and not cpu_supports_bf16():
+        if device == "cpu" and not cpu_bf16_native():
             return False, "the CPU has no native BF16 instructions"
     if mode == "half" and device == "cpu":
         return False, ".half() is a GPU baseline; on CPU FP16 convolutions are emulated (use autocast for BF16)"

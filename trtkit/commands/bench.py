@@ -2,6 +2,8 @@
 
 import os
 
+from trtkit.commands import int_list
+
 NAME = "bench"
 HELP = "benchmark a build (or a checkpoint/artifacts): FPS, latency percentiles, speed-up over PyTorch"
 DESCRIPTION = """Measure every variant of a build and the PyTorch baselines users compare with.
@@ -17,14 +19,6 @@ EPILOG = """examples:
   benchmark.py --sweep --max-batch 256              batch 1,2,4,... until out of memory
   benchmark.py --checkpoint rn18.pt --model resnet18 --input-size 224 --torch-modes fp32,half
   benchmark.py --artifact onnxruntime:fp16:model.fp16.onnx --input-size 224 --no-torch"""
-
-
-def _int_list(text):
-    from trtkit.errors import InputError
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError("'{}' is not a comma list of integers".format(text), hint="e.g. --batch-sizes 1,8,32")
 
 
 def _name_list(text):
@@ -96,7 +90,8 @@ def run(args):
     from trtkit.bench.matrix import run_matrix
     from trtkit.bench.plan import BenchOptions, load_bench_images, plan_from_flags, plan_from_manifest
     from trtkit.bench.report import markdown_table, write_reports
-    options = BenchOptions(batch_sizes=_int_list(args.batch_sizes), sweep=args.sweep, max_batch=args.max_batch,
+    options = BenchOptions(batch_sizes=int_list(args.batch_sizes, "--batch-sizes"), sweep=args.sweep,
+                           max_batch=args.max_batch,
                            seconds=args.seconds, warmup=args.warmup, modes=_name_list(args.mode),
                            threads=args.threads, max_cv=args.max_cv, agree_images=args.agree_images,
                            min_iterations=args.min_iterations, repeats=args.repeats, pin=not args.no_pin,

@@ -1,5 +1,7 @@
 """trtkit export-triton: a build's artifacts as a Triton Inference Server model repository."""
 
+from trtkit.commands import int_list
+
 NAME = "export-triton"
 HELP = "write a Triton model repository (config.pbtxt + model.plan/model.onnx) for a build"
 DESCRIPTION = """Write a Triton Inference Server model repository for a build.
@@ -20,14 +22,6 @@ then:
       -v $PWD/model_repository:/models nvcr.io/nvidia/tritonserver:24.10-py3 \\
       tritonserver --model-repository=/models
 (see docs/deploy.md)"""
-
-
-def _int_list(text):
-    from trtkit.errors import InputError
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError("expected a comma list of integers, got '{}'".format(text))
 
 
 def add_arguments(parser):
@@ -63,9 +57,9 @@ def run(args):
     from trtkit.deploy.triton import export_repository
     from trtkit.deploy.triton_config import TritonOptions
     options = TritonOptions(max_batch_size=args.max_batch_size,
-                            preferred_batch_sizes=_int_list(args.preferred_batch_sizes or ""),
+                            preferred_batch_sizes=int_list(args.preferred_batch_sizes, "--preferred-batch-sizes"),
                             max_queue_delay_us=args.max_queue_delay_us, instances=args.instances,
-                            instance_kind=args.instance_kind, gpus=_int_list(args.gpus or ""),
+                            instance_kind=args.instance_kind, gpus=int_list(args.gpus, "--gpus", "0,1"),
                             dynamic_batching=not args.no_dynamic_batching)
     precisions = [p.strip().lower() for p in args.precision.split(",") if p.strip()] if args.precision else None
     written = export_repository(args.manifest, args.out, artifacts=args.artifact, precisions=precisions,

@@ -98,7 +98,8 @@ def run(args):
     config = config_from_args(args)
     if args.compare:
         from trtkit.training.modes import parse_modes
-        from trtkit.training.report import compare_modes, format_table, write_comparison
+        from trtkit.training.report import format_table, write_comparison
+        from trtkit.training.runner import compare_modes
         if args.mode:
             raise InputError("give --mode or --compare, not both")
         modes = parse_modes(args.compare)

@@ -84,5 +84,5 @@ class CalibrationConfig(object):
 def _version(value):
     if value is None or isinstance(value, tuple):
         return value
-    from trtkit.precision.trt_cache import parse_version
-    return parse_version(value)
+    from trtkit.versions import parse_version
+    return parse_version(value, what="TensorRT version")

@@ -111,10 +111,3 @@ def _kl_all(counts, levels, last):
 
 
 _EPS = 1e-10
-
-
-def _kl(p, q, eps=1e-10):
-    """KL(p || q) over p's support, with q smoothed where it is empty."""
-    support = p > 0
-    q = np.where(q > 0, q, eps)
-    return float(np.sum(p[support] * np.log(p[support] / q[support])))

@@ -13,6 +13,7 @@ import struct
 
 from trtkit.errors import InputError
 from trtkit.fileio import write_text
+from trtkit.versions import parse_version
 
 CALIBRATORS = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration",
                # TensorRT has no percentile calibrator; the scales are what matters to the reader
@@ -26,21 +27,15 @@ def pack_version(version):
     return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
 
 
-def parse_version(text):
-    """'8.5.2.2' -> (8, 5, 2); InputError when it is not a version."""
-    try:
-        parts = [int(p) for p in str(text).split(".")[:3]]
-    except ValueError:
-        raise InputError("not a TensorRT version: '{}'".format(text), hint="e.g. 8.5.2 or 10.3.0")
-    return tuple((parts + [0, 0, 0])[:3])
-
-
 def installed_trt_version():
     """The version tuple of the installed ``tensorrt`` module (not TensorRT-RTX), or None."""
     try:
         import tensorrt  # noqa: F401  (optional; the classic TensorRT reads caches, RTX does not)
-        return parse_version(tensorrt.__version__)
-    except Exception:  # not installed, or a module without a usable __version__
+    except Exception:
+        return None
+    try:
+        return parse_version(tensorrt.__version__, what="TensorRT version")
+    except (AttributeError, InputError):  # a module without a usable __version__
         return None
 
 

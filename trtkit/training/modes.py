@@ -5,13 +5,14 @@
   GradScaler). On a CPU, BF16 autocast where the CPU has native BF16
   (AVX512-BF16 / AMX); elsewhere BF16 would be emulated and slower than FP32,
   so trtkit refuses and says why.
-* ``bf16``: BF16 autocast on GPUs that have it (Ampere and newer) or on a CPU
-  with native BF16. No loss scaling: BF16 keeps FP32's exponent range.
+* ``bf16``: BF16 autocast on GPUs with native BF16 (compute capability 8.0+:
+  Ampere and newer) or on a CPU with native BF16 (``trtkit.bf16``). No loss scaling: BF16 keeps FP32's exponent range.
 * ``half``: the manual recipe that predates autocast (apex O2 style): the
   model in FP16 except BatchNorm (its statistics overflow/underflow in FP16),
   FP32 master copies of every FP16 weight for the optimizer, dynamic loss
-  scaling. On CPU it runs but PyTorch has no fast FP16 convolution kernels
-  there: it is for checking the recipe, not for speed.
+  scaling (torch's GradScaler on the masters). On CPU it runs (torch >= 2.3)
+  but PyTorch has no fast FP16 convolution kernels there: it is for checking
+  the recipe, not for speed.
 
 ``channels_last`` (NHWC) is an option on top of any mode: Tensor Cores prefer it.
 """
@@ -19,8 +20,10 @@
 import contextlib
 
 from trtkit import log
+from trtkit.bf16 import cpu_bf16_native, cuda_bf16_native
 from trtkit.deps import require
 from trtkit.errors import DeviceUnavailable, InputError
+from trtkit.training.scaler import NoScaler, TorchGradScaler, grad_scaler_available
 
 MODES = ("fp32", "amp", "bf16", "half")
 
@@ -53,36 +56,16 @@ def pick_device(device="auto"):
     return device
 
 
-def cpu_bf16_native():
-    """True when this CPU executes BF16 natively (oneDNN's own check, else /proc/cpuinfo flags)."""
-    torch = require("torch", "training")
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except Exception:
-        pass
-    try:
-        with open("/proc/cpuinfo") as handle:
-            flags = handle.read()
-        return "avx512_bf16" in flags or "amx_bf16" in flags
-    except (IOError, OSError):
-        return False
-
-
-def cuda_bf16_supported():
-    torch = require("torch", "training")
-    try:
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    except Exception:
-        return False
-
-
 def mode_unavailable_reason(mode, device):
     """None when ``mode`` can train on ``device``, else the sentence saying why not."""
     cuda = device.startswith("cuda")
     if mode in ("amp", "bf16") and not cuda and not cpu_bf16_native():
         return "{} on CPU means BF16 autocast, and {}".format(mode, NO_CPU_BF16)
-    if mode == "bf16" and cuda and not cuda_bf16_supported():
-        return "this GPU has no BF16 support (it needs compute capability 8.0+, Ampere or newer); use amp (FP16)"
+    if mode == "bf16" and cuda and not cuda_bf16_native(device):
+        return "this GPU has no native BF16 math (it needs compute capability 8.0+, Ampere or newer); use amp (FP16)"
+    if mode == "half" and not cuda and not grad_scaler_available("cpu"):
+        return "the half recipe on CPU needs torch's CPU GradScaler (torch >= 2.3); this is torch {}".format(
+            require("torch", "training").__version__)
     return None
 
 
@@ -191,11 +174,9 @@ class Precision(object):
         return images
 
     def make_scaler(self):
-        from trtkit.training.scaler import DynamicLossScaler, NoScaler, TorchGradScaler
-        if self.mode == "half":
-            return DynamicLossScaler(init_scale=self.init_scale, growth_interval=self.growth_interval)
-        if self.mode == "amp" and self.cuda:
-            return TorchGradScaler(init_scale=self.init_scale, growth_interval=self.growth_interval)
+        if self.needs_scaling:
+            return TorchGradScaler("cuda" if self.cuda else "cpu", init_scale=self.init_scale,
+                                   growth_interval=self.growth_interval)
         return NoScaler()
 
     def after_backward(self):

@@ -140,22 +140,3 @@ def plot_curves(path, rows, device):
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
     return path
-
-
-def compare_modes(modes, config, out_dir, stop_after=None):
-    """Train ``config`` once per mode (same seed) into OUT/<mode>/; returns (rows, device)."""
-    from trtkit import log
-    from trtkit.errors import DeviceUnavailable
-    from trtkit.training.modes import pick_device
-    from trtkit.training.runner import run_training
-    device = pick_device(config.device)
-    rows = []
-    for mode in modes:
-        try:
-            result = run_training(config.replace(mode=mode), os.path.join(out_dir, mode), stop_after=stop_after)
-            rows.append(summarize(mode, result))
-        except DeviceUnavailable as exc:
-            log.warn("{}: skipped: {}".format(mode, exc.message))
-            rows.append(summarize(mode, reason=exc.message))
-    add_speedups(rows)
-    return rows, device

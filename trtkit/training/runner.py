@@ -1,7 +1,9 @@
-"""One training run from a TrainConfig: data, model, fit, checkpoint and metrics in OUT.
+"""Training runs from a TrainConfig: data, model, fit, checkpoint and metrics in OUT.
 
-This is what ``trtkit train`` calls; ``--resume`` rebuilds the run from the
-config stored in the checkpoint so it continues on exactly the same path.
+This is what ``trtkit train`` calls: ``run_training`` for one run (``--resume``
+rebuilds it from the config stored in the checkpoint so it continues on exactly
+the same path), ``compare_modes`` for one run per precision mode (``--compare``).
+Runs sit on top of the loop and the reports: neither imports this module.
 """
 
 import os
@@ -52,3 +54,21 @@ def run_training(config, out_dir, resume_path=None, stop_after=None, callback=No
     return fit(model, train_set, heldout, config=config, out_dir=out_dir, resume=resume, callback=callback,
                label=label or "training {} [{}]".format(config.model, config.mode), stop_after=stop_after,
                class_names=names, device=device)
+
+
+def compare_modes(modes, config, out_dir, stop_after=None):
+    """Train ``config`` once per mode (same seed) into OUT/<mode>/; returns (rows, device)."""
+    from trtkit.errors import DeviceUnavailable
+    from trtkit.training.modes import pick_device
+    from trtkit.training.report import add_speedups, summarize
+    device = pick_device(config.device)
+    rows = []
+    for mode in modes:
+        try:
+            result = run_training(config.replace(mode=mode), os.path.join(out_dir, mode), stop_after=stop_after)
+            rows.append(summarize(mode, result))
+        except DeviceUnavailable as exc:
+            log.warn("{}: skipped: {}".format(mode, exc.message))
+            rows.append(summarize(mode, reason=exc.message))
+    add_speedups(rows)
+    return rows, device

@@ -3,21 +3,23 @@
 FP16 has a narrow range: small gradients flush to zero, large ones become inf.
 Scaling the loss by S scales every gradient by S; the optimizer sees them
 divided by S again (in FP32). When any gradient is inf/NaN the step is skipped
-and S is halved; after ``growth_interval`` clean steps S doubles. This is the
-recipe of PyTorch's GradScaler, apex and Keras' LossScaleOptimizer.
+and S is halved; after ``growth_interval`` clean steps S doubles.
 
-``DynamicLossScaler`` is trtkit's own (pure torch, any device): the manual
-``half`` recipe needs it because its gradients live on FP16 parameters but are
-unscaled into FP32 master copies. ``TorchGradScaler`` wraps torch's fused
-CUDA GradScaler for ``amp``. ``NoScaler`` serves fp32/bf16. All three share
-one protocol so the training loop has a single code path:
+torch's GradScaler does exactly this, for ``amp`` and for the manual ``half``
+recipe alike: ``half`` hands the FP16 gradients to FP32 master weights before
+unscaling, and GradScaler unscales and checks whatever gradients the optimizer
+owns (FP32 ones included). ``TorchGradScaler`` puts it behind trtkit's scaler
+protocol, ``NoScaler`` serves fp32/bf16, so the training loop has one code path:
 
     scaler.backward(loss); scaler.unscale(optimizer, params)
     (clip gradients here: they are unscaled)
     scaler.step(optimizer); skipped = scaler.update()
-"""
 
-import math
+No hand-written fallback is kept. Every torch trtkit supports (>= 1.10, the
+Jetson Nano's) has the CUDA GradScaler; the CPU one (``torch.amp.GradScaler("cpu")``)
+came with torch 2.3, and only the ``half`` recipe on a CPU needs it: with an
+older torch that mode is refused with the reason (``modes.mode_unavailable_reason``).
+"""
 
 from trtkit.deps import require
 
@@ -51,98 +53,32 @@ class NoScaler(object):
         pass
 
 
-class DynamicLossScaler(object):
-    """Scale the loss, unscale gradients in FP32, skip steps whose gradients overflowed."""
+def grad_scaler_available(device_type):
+    """True when this torch has a GradScaler for ``device_type`` ('cuda' or 'cpu')."""
+    torch = require("torch", "loss scaling")
+    if hasattr(getattr(torch, "amp", None), "GradScaler"):  # torch >= 2.3: one class for every device
+        return True
+    return device_type == "cuda"
 
-    name = "dynamic"
 
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 min_scale=2.0 ** -14):
-        if init_scale <= 0 or growth_factor <= 1 or not 0 < backoff_factor < 1 or growth_interval < 1:
-            raise ValueError("invalid loss-scaler settings")
-        self._scale = float(init_scale)
-        self.growth_factor = float(growth_factor)
-        self.backoff_factor = float(backoff_factor)
-        self.growth_interval = int(growth_interval)
-        self.min_scale = float(min_scale)
-        self.good_steps = 0
-        self.skipped = 0
-        self.found_inf = False
-
-    @property
-    def scale(self):
-        return self._scale
-
-    def backward(self, loss):
-        (loss.float() * self._scale).backward()
-
-    def unscale(self, optimizer, params):
-        """Divide every gradient by the scale (in place, FP32) and record whether any is inf/NaN."""
-        torch = require("torch", "loss scaling")
-        grads = [p.grad for p in params if p.grad is not None]
-        if not grads:
-            self.found_inf = False
-            return False
-        inv = 1.0 / self._scale
-        flags = []
-        with torch.no_grad():
-            for g in grads:
-                g.mul_(inv)
-                flags.append(torch.isfinite(g).all())
-            self.found_inf = not bool(torch.stack(flags).all())  # one host sync per step
-        return self.found_inf
-
-    def step(self, optimizer):
-        if not self.found_inf:
-            optimizer.step()
-
-    def update(self):
-        """Adjust the scale after a step; returns True when the step was skipped."""
-        skipped = self.found_inf
-        if skipped:
-            self._scale = max(self._scale * self.backoff_factor, self.min_scale)
-            self.good_steps = 0
-            self.skipped += 1
-        else:
-            self.good_steps += 1
-            if self.good_steps >= self.growth_interval:
-                grown = self._scale * self.growth_factor
-                if math.isfinite(grown):
-                    self._scale = grown
-                self.good_steps = 0
-        self.found_inf = False
-        return skipped
-
-    def state_dict(self):
-        return {"kind": self.name, "scale": self._scale, "growth_factor": self.growth_factor,
-                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
-                "min_scale": self.min_scale, "good_steps": self.good_steps, "skipped": self.skipped}
-
-    def load_state_dict(self, state):
-        self._scale = float(state["scale"])
-        self.growth_factor = float(state["growth_factor"])
-        self.backoff_factor = float(state["backoff_factor"])
-        self.growth_interval = int(state["growth_interval"])
-        self.min_scale = float(state.get("min_scale", self.min_scale))
-        self.good_steps = int(state["good_steps"])
-        self.skipped = int(state["skipped"])
+def _make_grad_scaler(torch, device_type, init_scale, growth_interval):
+    if hasattr(getattr(torch, "amp", None), "GradScaler"):
+        return torch.amp.GradScaler(device_type, init_scale=init_scale, growth_interval=growth_interval)
+    if device_type != "cuda":
+        from trtkit.errors import DeviceUnavailable
+        raise DeviceUnavailable("torch {} has no GradScaler for {}".format(torch.__version__, device_type),
+                                hint="install torch >= 2.3, or train on a CUDA GPU")
+    return torch.cuda.amp.GradScaler(init_scale=init_scale, growth_interval=growth_interval)
 
 
 class TorchGradScaler(object):
-    """torch's GradScaler (fused CUDA unscale/inf check) behind trtkit's scaler protocol."""
+    """torch's GradScaler on ``device_type`` behind trtkit's scaler protocol."""
 
     name = "torch"
 
-    def __init__(self, init_scale=2.0 ** 16, growth_interval=2000):
-        torch = require("torch", "AMP training")
-        amp = getattr(torch, "amp", None)
-        if amp is not None and hasattr(amp, "GradScaler"):
-            try:
-                self._impl = amp.GradScaler("cuda", init_scale=init_scale, growth_interval=growth_interval)
-            except TypeError:
-                self._impl = torch.cuda.amp.GradScaler(init_scale=init_scale, growth_interval=growth_interval)
-        else:
-            self._impl = torch.cuda.amp.GradScaler(init_scale=init_scale, growth_interval=growth_interval)
+    def __init__(self, device_type="cuda", init_scale=2.0 ** 16, growth_interval=2000):
+        torch = require("torch", "loss scaling")
+        self._impl = _make_grad_scaler(torch, device_type, init_scale, growth_interval)
         self.skipped = 0
 
     @property
@@ -150,16 +86,18 @@ class TorchGradScaler(object):
         return float(self._impl.get_scale())
 
     def backward(self, loss):
-        self._impl.scale(loss).backward()
+        self._impl.scale(loss.float()).backward()
 
     def unscale(self, optimizer, params):
+        """Divide the gradients the optimizer owns by the scale, in place (clip after this)."""
         self._impl.unscale_(optimizer)
         return None
 
     def step(self, optimizer):
-        self._impl.step(optimizer)
+        self._impl.step(optimizer)  # skipped when unscaling found an inf/NaN gradient
 
     def update(self):
+        """Adjust the scale after a step; returns True when the step was skipped."""
         before = self.scale
         self._impl.update()
         skipped = self.scale < before  # GradScaler lowers the scale exactly when it skipped the step
@@ -175,6 +113,10 @@ class TorchGradScaler(object):
 
     def load_state_dict(self, state):
         state = dict(state)
-        state.pop("kind", None)
+        kind = state.pop("kind", None)
         self.skipped = int(state.pop("skipped", 0))
+        if kind == "dynamic":  # a checkpoint of trtkit's former own scaler (half recipe): same fields, renamed
+            state = {"scale": state["scale"], "growth_factor": state["growth_factor"],
+                     "backoff_factor": state["backoff_factor"], "growth_interval": state["growth_interval"],
+                     "_growth_tracker": state["good_steps"]}
         self._impl.load_state_dict(state)

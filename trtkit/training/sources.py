@@ -8,21 +8,16 @@ people get wrong (the parent folder, the .tar.gz, the binary version).
 
 import os
 
+from trtkit.data import is_cifar_folder, load_images
 from trtkit.errors import InputError
 
 
 def default_input_size(source):
     if source in (None, "sample"):
         return 64
-    if looks_like_cifar(source):
+    if is_cifar_folder(source):
         return 32
     return 224
-
-
-def looks_like_cifar(source):
-    path = os.path.expanduser(str(source))
-    return os.path.isdir(path) and (os.path.isfile(os.path.join(path, "data_batch_1")) or
-                                    os.path.isfile(os.path.join(path, "test_batch")))
 
 
 def check_source(source):
@@ -40,7 +35,7 @@ def check_source(source):
     if not os.path.isdir(path):
         return
     entries = os.listdir(path)
-    if looks_like_cifar(path):
+    if is_cifar_folder(path):
         if not os.path.isfile(os.path.join(path, "data_batch_1")):
             raise InputError("CIFAR-10 folder {} has test_batch but no data_batch_1..5 to train on".format(source),
                              hint="extract the whole 'CIFAR-10 python version' archive")
@@ -50,7 +45,7 @@ def check_source(source):
         return
     for name in entries:
         sub = os.path.join(path, name)
-        if os.path.isdir(sub) and looks_like_cifar(sub):
+        if os.path.isdir(sub) and is_cifar_folder(sub):
             raise InputError("{} holds a CIFAR-10 folder one level down".format(source),
                              hint="pass --data {}".format(sub))
     binary = [n for n in entries if n.startswith("data_batch_") and n.endswith(".bin")]
@@ -65,7 +60,6 @@ def check_source(source):
 
 def load_splits(source, contract, limit=None):
     """(train ImageSet, held-out ImageSet, class names) with labels checked."""
-    from trtkit.data import load_images
     check_source(source)
     train = load_images(source, contract, split="train", limit=limit)
     heldout = load_images(source, contract, split="heldout", limit=limit)

@@ -13,6 +13,7 @@ import importlib
 
 from trtkit.deps import require
 from trtkit.errors import InputError
+from trtkit.versions import parse_version
 
 STYLES = ("8.2", "8.5", "10", "11", "rtx")
 ALL = STYLES
@@ -101,12 +102,8 @@ def try_load(flavour):
 
 
 def version_tuple(trt):
-    """(major, minor, patch, build) as integers, for records and comparisons (never compare strings)."""
-    parts = []
-    for piece in str(trt.__version__).split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+    """Every release number of this TensorRT module as integers, e.g. (10, 3, 0, 26) (never compare strings)."""
+    return parse_version(trt.__version__, length=None, what="TensorRT version")
 
 
 def strongly_typed_only(trt):

@@ -12,6 +12,7 @@ import time
 from trtkit import __version__
 from trtkit.errors import EngineMismatch, InputError
 from trtkit.fileio import read_json, sha256_file, write_json
+from trtkit.versions import parse_version
 
 SIDECAR_VERSION = 1
 REQUIRED = ("sidecar_version", "trtkit_version", "flavour", "tensorrt_version", "precision", "inputs", "outputs",
@@ -126,8 +127,7 @@ def check_compatible(record, flavour, version, gpu):
     if record["flavour"] != flavour:
         raise EngineMismatch("the engine was built with {} {}, this runner uses {} {}".format(
             record["flavour"], record["tensorrt_version"], flavour, here), hint=_REBUILD)
-    built = tuple(int(p) for p in record["tensorrt_version"].split("."))
-    if built[:3] != tuple(version[:3]):
+    if parse_version(record["tensorrt_version"], what="sidecar's TensorRT version") != parse_version(here):
         raise EngineMismatch("the engine was built with {} {}, this machine has {}".format(
             flavour, record["tensorrt_version"], here), hint=_REBUILD)
     if gpu is None:
