@@ -19,6 +19,7 @@ from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import REQUIRED, check_compatible, read_sidecar
 from trtkit.deps import available
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError, MissingDependency
+from trtkit.versions import parse_version
 
 pytestmark = pytest.mark.skipif(not available("tensorrt_rtx"), reason="tensorrt-rtx-cu12 is not installed")
 NO_GPU = gpu_probe.probe() is None
@@ -130,7 +131,7 @@ def test_engine_from_another_tensorrt_version_is_refused(rtx_build, tmp_path):
 
 def test_engine_for_another_gpu_is_refused(rtx_build, tmp_path):
     record = read_sidecar(_copy_engine(rtx_build, tmp_path))
-    version = tuple(int(p) for p in record["tensorrt_version"].split("."))
+    version = parse_version(record["tensorrt_version"], length=None)
     orin = {"name": "Orin", "compute_capability": "8.7"}
     record["gpu"] = {"name": "NVIDIA GeForce RTX 3090", "compute_capability": "8.6"}
     with pytest.raises(EngineMismatch) as info:

@@ -220,3 +220,31 @@ def test_cli_bad_mode_and_batch_size_one_line(tmp_path):
     result = run_script("train.py", ["--data", "sample", "--batch-size", "1", "--out", str(tmp_path)])
     assert result.returncode != 0
     assert "error:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_evaluation_halves_its_batch_when_out_of_memory(capsys):
+    import numpy as np
+    import torch
+    from trtkit.data import ImageSet
+    from trtkit.training.loop import OutOfMemory, evaluate
+
+    class Picky(torch.nn.Module):  # "runs out of memory" above 16 images, answers class 1 otherwise
+        def __init__(self, limit):
+            super(Picky, self).__init__()
+            self.limit = limit
+
+        def forward(self, x):
+            if x.shape[0] > self.limit:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return torch.nn.functional.one_hot(torch.ones(x.shape[0], dtype=torch.long), 3).float()
+
+    labels = np.array([1] * 30 + [0] * 10)
+    images = ImageSet(np.zeros((40, 3, 4, 4), np.float32), labels, "test", ["a", "b", "c"], "test")
+    model = Picky(16).train()
+    assert evaluate(model, images, batch_size=256) == 0.75
+    assert model.training  # put back as it was
+    assert "retrying at 16" in capsys.readouterr().err
+    with pytest.raises(OutOfMemory):
+        evaluate(Picky(0), images, batch_size=4)
+    with pytest.raises(RuntimeError, match="shapes"):
+        evaluate(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(7, 3)), images)  # shape error, not OOM

@@ -23,6 +23,7 @@ import subprocess
 import sys
 
 from trtkit import __version__
+from trtkit.bf16 import CPU_BF16_FLAGS
 from trtkit.bench import affinity
 
 # SoC (from /proc/device-tree/compatible) -> (family, GPU architecture, compute capability)
@@ -257,7 +258,7 @@ def _module_version(name):
 def cpu_record(root="/"):
     info = parse_cpuinfo(_read(os.path.join(root, "proc", "cpuinfo")) or "")
     usable = len(affinity.usable_cores())
-    bf16 = bool(set(info["flags"]) & {"avx512_bf16", "amx_bf16", "bf16"})
+    bf16 = bool(set(info["flags"]) & CPU_BF16_FLAGS)
     return {"model": info["model"] or platform.processor() or platform.machine(), "arch": platform.machine(),
             "logical_cores": os.cpu_count(), "usable_cores": usable, "bf16": bf16}
 

@@ -91,11 +91,35 @@ def augment(images, rng, pad, flip):
 
 
 def evaluate(model, imageset, batch_size=256, precision=None, device=None):
-    """Top-1 accuracy of ``model`` on a labelled ImageSet, computed the way ``precision`` runs it."""
+    """Top-1 accuracy of ``model`` on a labelled ImageSet, computed the way ``precision`` runs it.
+
+    Out of memory at ``batch_size`` (a big model on a small GPU), it retries with
+    half the batch, down to 1, before giving up with OutOfMemory.
+    """
     torch = require("torch", "training")
     device = device or (precision.device if precision else "cpu")
     was_training = model.training
     model.eval()
+    try:
+        while True:
+            try:
+                return _evaluate(torch, model, imageset, batch_size, precision, device)
+            except RuntimeError as exc:
+                if not _is_oom(exc):
+                    raise
+                if batch_size <= 1:
+                    raise OutOfMemory("out of memory evaluating one image on {}".format(device),
+                                      hint="use a smaller model or input size, or another device")
+                if hasattr(torch, "cuda") and torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                log.warn("evaluation ran out of memory at batch size {}; retrying at {}".format(
+                    batch_size, batch_size // 2))
+                batch_size //= 2
+    finally:
+        model.train(was_training)
+
+
+def _evaluate(torch, model, imageset, batch_size, precision, device):
     correct = 0
     with torch.no_grad():
         for images, labels in imageset.batches(batch_size):
@@ -107,7 +131,6 @@ def evaluate(model, imageset, batch_size=256, precision=None, device=None):
             else:
                 logits = model(x)
             correct += int((logits.float().argmax(1).cpu().numpy() == labels).sum())
-    model.train(was_training)
     return correct / float(max(1, len(imageset)))
 
 
