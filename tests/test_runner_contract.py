@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench_fakes import FakeClock, FakeRunner
+from trtkit.backends.base import Runner, TensorSpec
 
 
 def test_defaults_describe_a_host_runner():
@@ -75,3 +76,43 @@ def test_the_manifest_records_what_the_runner_really_used(sample_build):
         assert ran_on["backend"] == "onnxruntime" and ran_on["device"] == "cpu"
         assert ran_on["providers"] == ["CPUExecutionProvider"] and ran_on["path"] == artifact["path"]
         assert "providers" not in artifact["backend_info"]  # what was asked for is not a record of what ran
+
+
+class _RangeRunner(Runner):
+    """A host runner that accepts only batches inside ``batch_range`` (like an engine's profile) and echoes."""
+
+    backend = "range-test"
+
+    def __init__(self, batch_range):
+        super(_RangeRunner, self).__init__("range.bin")
+        self.range = batch_range
+        self.seen = []
+
+    def batch_range(self):
+        return self.range
+
+    def _activate(self):
+        pass
+
+    def inputs(self):
+        return [TensorSpec("x", (None, 1), "float32")]
+
+    def outputs(self):
+        return [TensorSpec("y", (None, 1), "float32")]
+
+    def _infer(self, batch):
+        low, _, high = self.range
+        assert low <= len(batch) <= high, "batch {} outside {}".format(len(batch), self.range)
+        self.seen.append(len(batch))
+        return {"y": batch * 2}
+
+
+@pytest.mark.parametrize("batch_range, sizes", [((1, 4, 16), [16, 16, 8]), ((4, 4, 4), [4] * 10),
+                                                ((8, 8, 64), [32, 8])])
+def test_batches_stay_inside_the_runners_range(batch_range, sizes):
+    from trtkit.verify import run_batches
+    images = np.arange(40, dtype=np.float32).reshape(40, 1)
+    runner = _RangeRunner(batch_range)
+    out = run_batches(runner, images, batch_size=32)
+    assert np.array_equal(out, images * 2) and runner.seen == sizes
+    assert runner.accepted_batch(2) == max(2, batch_range[0]) and runner.accepted_batch(100) == batch_range[2]

@@ -74,3 +74,13 @@ def test_too_few_images_and_no_cache_is_an_input_error(tmp_path):
         make_calibrator(TRT10, NETWORK, 8, None, None)
     with pytest.raises(InputError, match="calibrators were removed"):
         make_calibrator(types.SimpleNamespace(__version__="1.2"), NETWORK, 8, None, None)
+
+
+def test_torch2trt_calibration_items_are_whole_opt_batches():
+    from trtkit.backends.tensorrt.torch2trt_path import calibration_batches
+    images = np.arange(21 * 3 * 2 * 2, dtype=np.float32).reshape(21, 3, 2, 2)
+    items = calibration_batches(images, 8)
+    assert [item.shape for item in items] == [(8, 3, 2, 2), (8, 3, 2, 2)]  # the 5 left over are not a batch
+    assert np.array_equal(np.concatenate(items), images[:16]) and all(i.flags["C_CONTIGUOUS"] for i in items)
+    with pytest.raises(InputError, match="fewer than one batch of 32"):
+        calibration_batches(images, 32)

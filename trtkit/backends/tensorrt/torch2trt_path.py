@@ -43,7 +43,8 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
         if calibration is None:
             raise InputError("torch2trt INT8 needs the build's calibration images", hint="build --precision int8")
         kwargs["int8_mode"] = True
-        kwargs["int8_calib_dataset"] = calibration_batches(calibration.images.images, opt, torch)
+        kwargs["int8_calib_dataset"] = [[torch.from_numpy(chunk).cuda()]
+                                        for chunk in calibration_batches(calibration.images.images, opt)]
     start = time.time()
     with torch.no_grad():
         module = converter.torch2trt(model, [example], **kwargs)
@@ -61,8 +62,8 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
             "sidecar": os.path.basename(sidecar), "gpu": gpu, "precision_built": precision}
 
 
-def calibration_batches(images, batch, torch):
-    """torch2trt's INT8 dataset: items that are whole batches of ``batch`` images each.
+def calibration_batches(images, batch):
+    """torch2trt's INT8 dataset items as numpy arrays: whole batches of ``batch`` images each.
 
     torch2trt hands TensorRT each item's data pointer as one batch of the
     profile's OPT size, so a single-image item would be read past its end.
@@ -71,5 +72,4 @@ def calibration_batches(images, batch, torch):
     if count < 1:
         raise InputError("{} calibration images are fewer than one batch of {}".format(len(images), batch),
                          hint="use more --calib-images or a smaller --batch OPT")
-    return [[torch.from_numpy(np.ascontiguousarray(images[i * batch:(i + 1) * batch])).cuda()]
-            for i in range(count)]
+    return [np.ascontiguousarray(images[i * batch:(i + 1) * batch], dtype=np.float32) for i in range(count)]
