@@ -312,3 +312,17 @@ def test_calibrate_cli(fp32_onnx, tmp_path):
     empty.mkdir(parents=True)
     bad = run_cli(["calibrate", "--onnx", fp32_onnx, "--calib-data", str(empty.parent), "--out", out])
     assert bad.returncode != 0 and "no images" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_calibrate_never_rewrites_the_users_onnx_in_its_out_folder(fp32_onnx, tmp_path):
+    import hashlib
+    import shutil
+    from trtkit.cli import main
+    out = tmp_path / "cal"
+    out.mkdir()
+    mine = str(out / "mine.fp32.onnx")
+    shutil.copyfile(fp32_onnx, mine)
+    digest = hashlib.sha256(open(mine, "rb").read()).hexdigest()
+    assert main(["calibrate", "--onnx", mine, "--calib-images", "32", "--out", str(out)]) == 0
+    assert hashlib.sha256(open(mine, "rb").read()).hexdigest() == digest
+    assert os.path.isfile(str(out / "mine.calibration.json")) and os.path.isfile(str(out / "mine.calib.cache"))

@@ -100,6 +100,8 @@ def _onnx_source(options, work_dir):
     from trtkit.onnx_tools import prepare_onnx
     name = options.model or _onnx_stem(options.onnx)
     onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
+    if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
+        onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     summary, notes = prepare_onnx(options.onnx, onnx_path)
     for note in notes:
         log.info("onnx: " + note)
