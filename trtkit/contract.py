@@ -1,51 +1,111 @@
 """What a model expects at its input: the one description every step preprocesses with.
 
-Calibration, verification, benchmarking and Triton export must feed a model
-exactly what it was trained on, so the contract travels with the model
-(checkpoint metadata, the manifest) instead of being retyped per step. Values
-the user asks for on the command line are *overrides*: they are applied to the
-contract the model brings, and a step that finds them contradicting the model
-(e.g. an ONNX file with other fixed dimensions) refuses them.
+Calibration, verification, benchmarking, Triton export and prediction must feed a
+model exactly what it was trained on, so the contract travels with the model
+(checkpoint metadata, the ONNX file's fixed dimensions, the manifest) instead of
+being retyped per step. ``trtkit.data.preprocess`` is the one function that turns
+pixels into a model input by it.
+
+Where a contract comes from, in order: the checkpoint's trtkit metadata (or the
+model's own), the ONNX file's fixed dimensions, then the flags. Flags are
+*overrides* (``overrides_from_args``): they fill what the model leaves open and
+must agree with what it fixes; ``resolve`` says which flag contradicts what.
 """
 
 from trtkit.errors import InputError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+CROP_FRACTION = 0.875  # ImageNet evaluation: shorter side to size / 0.875, then the centre crop
+RESIZE_MODES = ("crop", "pad", "stretch")
+CHANNEL_ORDERS = ("rgb", "bgr")
+PIXEL_SCALES = (1.0, 255.0)
 
 
 class InputContract(object):
-    """NCHW float32, ``channels`` x ``size`` x ``size``, normalized with ``mean``/``std``."""
+    """A model input: NCHW float32 of ``channels`` x ``height`` x ``width``.
 
-    def __init__(self, size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, channels=3):
-        self.size = int(size)
-        self.mean = tuple(float(m) for m in mean)
-        self.std = tuple(float(s) for s in std)
+    Pixels are read as ``channel_order`` (rgb or bgr; 1-channel models get
+    grayscale), scaled to 0..``pixel_scale`` (1 or 255), normalized as
+    ``(x - mean) / std`` (per channel, in the same scale), and fitted to the
+    size by ``resize``: ``crop`` (shorter side to size/0.875, centre crop, as
+    torchvision's ImageNet evaluation), ``pad`` (keep the aspect ratio, fit
+    inside, pad right/bottom with zeros after normalization, as OCR models do)
+    or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
+    """
+
+    def __init__(self, size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, channels=3, channel_order="rgb",
+                 pixel_scale=1.0, resize="crop", class_names=None):
+        self.height, self.width = parse_size(size)
         self.channels = int(channels)
-        if self.size < 1:
-            raise InputError("the input size must be at least 1 pixel, got {}".format(size))
         if self.channels not in (1, 3):
-            raise InputError("trtkit handles 1- or 3-channel images, not {}".format(channels))
+            raise InputError("trtkit handles 1- or 3-channel images, not {}".format(channels),
+                             hint="use --channels 1 or 3")
+        self.mean = _per_channel(mean, self.channels, "mean")
+        self.std = _per_channel(std, self.channels, "std")
         if any(s <= 0 for s in self.std):
             raise InputError("the normalization std must be positive, got {}".format(list(self.std)))
+        self.channel_order = str(channel_order).lower()
+        if self.channel_order not in CHANNEL_ORDERS:
+            raise InputError("unknown channel order '{}'".format(channel_order), hint="use rgb or bgr")
+        self.pixel_scale = float(pixel_scale)
+        if self.pixel_scale not in PIXEL_SCALES:
+            raise InputError("--pixel-scale must be 1 (inputs in 0-1) or 255 (inputs in 0-255), got {:g}".format(
+                self.pixel_scale))
+        self.resize = str(resize).lower()
+        if self.resize not in RESIZE_MODES:
+            raise InputError("unknown resize mode '{}'".format(resize), hint="use crop, pad or stretch")
+        self.class_names = list(class_names) if class_names is not None else None
+
+    @property
+    def size(self):
+        """(height, width)."""
+        return (self.height, self.width)
+
+    @property
+    def square(self):
+        return self.height == self.width
 
     @property
     def shape(self):
         """Shape of one image (C, H, W)."""
-        return (self.channels, self.size, self.size)
+        return (self.channels, self.height, self.width)
 
     def to_dict(self):
-        return {"size": self.size, "mean": list(self.mean), "std": list(self.std), "channels": self.channels}
+        # "size": N for square inputs as manifests always had it, [H, W] otherwise; "height"/"width" always
+        return {"size": self.height if self.square else [self.height, self.width],
+                "height": self.height, "width": self.width,
+                "channels": self.channels, "channel_order": self.channel_order, "mean": list(self.mean),
+                "std": list(self.std), "pixel_scale": self.pixel_scale, "resize": self.resize,
+                "class_names": self.class_names}
 
     @classmethod
     def from_dict(cls, data):
-        return cls(size=data.get("size", 224), mean=data.get("mean", IMAGENET_MEAN),
-                   std=data.get("std", IMAGENET_STD), channels=data.get("channels", 3))
+        """From ``to_dict`` output, or an older record ({"size": N, "mean", "std", "channels"})."""
+        size = data.get("size", 224)
+        if "height" in data and "width" in data:
+            size = (data["height"], data["width"])
+        channels = data.get("channels", 3)
+        return cls(size=size, mean=data.get("mean", _default_mean(channels)),
+                   std=data.get("std", _default_std(channels)), channels=channels,
+                   channel_order=data.get("channel_order", "rgb"), pixel_scale=data.get("pixel_scale", 1.0),
+                   resize=data.get("resize", "crop"), class_names=data.get("class_names"))
+
+    def preprocessing_key(self):
+        """What changes the pixels a model gets (class names excluded): keys caches of preprocessed data."""
+        record = self.to_dict()
+        record.pop("class_names")
+        return repr(sorted(record.items()))
 
     def with_overrides(self, overrides):
         """A copy with the fields in ``overrides`` (from ``overrides_from_args``) replaced."""
         values = self.to_dict()
-        values.update(dict((k, v) for k, v in (overrides or {}).items() if v is not None))
+        overrides = dict((k, v) for k, v in (overrides or {}).items() if v is not None)
+        if "channels" in overrides and overrides["channels"] != self.channels:
+            values["mean"], values["std"] = _default_mean(overrides["channels"]), _default_std(overrides["channels"])
+        values.update(overrides)
+        values.pop("height")
+        values.pop("width")
         return InputContract.from_dict(values)
 
     def __eq__(self, other):
@@ -54,32 +114,155 @@ class InputContract(object):
     def __ne__(self, other):
         return not self == other
 
+    __hash__ = None
+
     def __repr__(self):
-        return "InputContract(size={}, channels={}, mean={}, std={})".format(
-            self.size, self.channels, self.mean, self.std)
+        return "InputContract({}x{}x{}, {}, scale {:g}, {}, mean={}, std={})".format(
+            self.channels, self.height, self.width, self.channel_order, self.pixel_scale, self.resize,
+            self.mean, self.std)
 
     # ---------------------------------------------------------------- command line
     @staticmethod
     def add_arguments(group):
         """The input flags, shared by every command that takes a model (build, calibrate)."""
-        group.add_argument("--input-size", type=_positive_int, metavar="PX",
-                           help="input height/width (default: the model's)")
+        group.add_argument("--input-size", type=_size_arg, metavar="N|HxW",
+                           help="input size, N (square) or HxW e.g. 48x192 (default: the model's)")
+        group.add_argument("--channels", type=int, choices=[1, 3], default=None,
+                           help="input channels (default: the model's, else 3)")
+        group.add_argument("--channel-order", choices=list(CHANNEL_ORDERS), default=None,
+                           help="channel order the model was trained on (default: rgb; Caffe models: bgr)")
+        group.add_argument("--mean", type=_floats_arg, metavar="M[,M,M]", default=None,
+                           help="per-channel mean, in the --pixel-scale units (default: ImageNet's)")
+        group.add_argument("--std", type=_floats_arg, metavar="S[,S,S]", default=None,
+                           help="per-channel std, in the --pixel-scale units (default: ImageNet's)")
+        group.add_argument("--pixel-scale", type=float, choices=list(PIXEL_SCALES), default=None,
+                           help="1: pixels in 0-1 before normalizing (default); 255: in 0-255")
+        group.add_argument("--resize", choices=list(RESIZE_MODES), default=None,
+                           help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); "
+                                "pad: keep the aspect ratio and pad (OCR); stretch: plain resize")
+        group.add_argument("--class-names", metavar="FILE", default=None,
+                           help="class names, one per line or a JSON list (default: from the data: folder "
+                                "names, CIFAR-10's meta file)")
 
     @staticmethod
     def overrides_from_args(args):
         """{field: value} the user set on the command line (unset flags are absent)."""
         overrides = {}
-        if args.input_size is not None:
-            overrides["size"] = args.input_size
+        for field, value in (("size", args.input_size), ("channels", args.channels),
+                             ("channel_order", args.channel_order), ("mean", args.mean), ("std", args.std),
+                             ("pixel_scale", args.pixel_scale), ("resize", args.resize)):
+            if value is not None:
+                overrides[field] = value
+        if args.class_names is not None:
+            overrides["class_names"] = read_class_names(args.class_names)
         return overrides
 
 
-def _positive_int(text):
+def resolve(base, overrides, fixed=None, what="the model"):
+    """The contract: ``base`` (the model's own, or None) with ``overrides`` applied.
+
+    ``fixed`` holds what the model file fixes and no flag may change
+    ({"size": (h, w), "channels": c}, entries may be None). A flag that
+    contradicts it is an InputError naming both.
+    """
+    overrides = dict(overrides or {})
+    fixed = dict((k, v) for k, v in (fixed or {}).items() if v is not None)
+    if "size" in overrides:
+        overrides["size"] = parse_size(overrides["size"])
+    for field, value in fixed.items():
+        asked = overrides.get(field)
+        if asked is not None and asked != value:
+            raise InputError("{} {} does not match {}'s fixed {} {}".format(
+                _flag(field), _show(asked), what, field, _show(value)),
+                hint="drop {}: {} fixes it".format(_flag(field), what))
+    values = dict(fixed, **overrides)
+    if base is None:
+        base = InputContract(size=values.get("size", 224), channels=values.get("channels", 3))
+    return base.with_overrides(values)
+
+
+def parse_size(value):
+    """224, "224", "48x192", (48, 192) or [48, 192] -> (height, width); InputError otherwise."""
+    if isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        parts = str(value).lower().replace("*", "x").split("x")
+    try:
+        numbers = [int(p) for p in parts]
+    except (TypeError, ValueError):
+        numbers = []
+    if len(numbers) == 1:
+        numbers = numbers * 2
+    if len(numbers) != 2 or min(numbers) < 1:
+        raise InputError("input size {!r} is not N or HxW".format(value), hint="e.g. --input-size 224 or 48x192")
+    return numbers[0], numbers[1]
+
+
+def read_class_names(path):
+    """Class names from a file: a JSON list (or {index: name}), else one name per line."""
+    import json
+    import os
+    if not os.path.isfile(path):
+        raise InputError("class names file not found: {}".format(path))
+    with open(path, "r") as handle:
+        text = handle.read()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        try:
+            data = [data[k] for k in sorted(data, key=int)]
+        except ValueError:
+            raise InputError("{}: a JSON object of class names must be keyed by class index".format(path))
+    if isinstance(data, list):
+        names = [str(n) for n in data]
+    else:
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+    if not names:
+        raise InputError("{} holds no class names".format(path), hint="one name per line, or a JSON list")
+    return names
+
+
+def _per_channel(values, channels, what):
+    if isinstance(values, (int, float)):
+        values = [values]
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        values = values * channels
+    if len(values) != channels:
+        raise InputError("--{} has {} values; the model has {} channel(s)".format(what, len(values), channels),
+                         hint="give one value, or one per channel")
+    return tuple(values)
+
+
+def _default_mean(channels):
+    return IMAGENET_MEAN if channels == 3 else (0.5,)
+
+
+def _default_std(channels):
+    return IMAGENET_STD if channels == 3 else (0.5,)
+
+
+def _flag(field):
+    return "--input-size" if field == "size" else "--" + field.replace("_", "-")
+
+
+def _show(value):
+    return "x".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+
+def _size_arg(text):
     import argparse
     try:
-        value = int(text)
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message)
+
+
+def _floats_arg(text):
+    import argparse
+    try:
+        return tuple(float(v) for v in str(text).split(",") if v.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError("expected a whole number, got '{}'".format(text))
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1, got {}".format(value))
-    return value
+        raise argparse.ArgumentTypeError("expected numbers separated by commas, got '{}'".format(text))

@@ -75,7 +75,7 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None):
                 used = _export_torchscript(torch, model, example, tmp, opset)
         else:
             used = _export_torchscript(torch, model, example, tmp, opset)
-        _inline_external_data(tmp)
+        _finish(tmp, contract)
     return used
 
 
@@ -114,13 +114,16 @@ def _export_dynamo(torch, model, example, path, opset):
     return "dynamo", opset
 
 
-def _inline_external_data(path):
-    """Keep every model a single file (TensorRT parsers and copies expect that for small models)."""
+def _finish(path, contract):
+    """One self-contained file (TensorRT parsers and copies expect that for small models) that carries the
+    model's input contract, so a later ``--onnx`` build of it preprocesses the same way."""
     import os
     onnx = require("onnx")
+    from trtkit.onnx_tools import set_contract_metadata
+    model = onnx.load(path)
+    set_contract_metadata(model, contract)
+    onnx.save(model, path, save_as_external_data=False)
     if os.path.exists(path + ".data"):
-        model = onnx.load(path)
-        onnx.save(model, path, save_as_external_data=False)
         os.remove(path + ".data")
 
 

@@ -145,8 +145,13 @@ def _classes():
     return _CLASSES
 
 
-def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=IMAGENET_MEAN, std=IMAGENET_STD):
-    """Build an untrained model by name; it carries ``.trtkit_name``, ``.input_contract``, ``.stem``."""
+def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                 contract=None):
+    """Build an untrained model by name; it carries ``.trtkit_name``, ``.input_contract``, ``.stem``.
+
+    ``contract`` (an InputContract, e.g. from checkpoint metadata) wins over ``mean``/``std``;
+    ``input_size`` (N or (H, W)) overrides its size.
+    """
     check_model_name(name)
     if stem not in STEMS:
         raise InputError("unknown stem '{}'".format(stem), hint="use one of {}".format(", ".join(STEMS)))
@@ -160,7 +165,11 @@ def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=
     model.trtkit_name = name
     model.stem = stem
     model.num_classes = num_classes
-    model.input_contract = InputContract(size=input_size or default_size, mean=mean, std=std)
+    if contract is None:
+        contract = InputContract(size=input_size or default_size, mean=mean, std=std)
+    elif input_size:
+        contract = contract.with_overrides({"size": input_size})
+    model.input_contract = contract
     return model
 
 
@@ -264,12 +273,9 @@ def load_model(name, checkpoint, num_classes=None, input_size=None):
     if num_classes is not None and num_classes != found:
         raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, found, num_classes),
                             hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
-    contract = InputContract.from_dict(meta["input"]) if "input" in meta else None
+    contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
     stem = meta.get("stem") or infer_stem(state)
-    size = input_size or (contract.size if contract else None)
-    model = create_model(name, num_classes=found, stem=stem, input_size=size,
-                         mean=contract.mean if contract else IMAGENET_MEAN,
-                         std=contract.std if contract else IMAGENET_STD)
+    model = create_model(name, num_classes=found, stem=stem, input_size=input_size, contract=contract)
     _load_strict(model, state, checkpoint, name)
     model.eval()
     model.trtkit_meta = meta

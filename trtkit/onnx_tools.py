@@ -17,6 +17,32 @@ from trtkit.fileio import atomic_path
 MIN_OPSET = 13  # per-channel Q/DQ and ONNX Runtime's FP16/INT8 tools need 13
 
 
+CONTRACT_KEY = "trtkit.input_contract"  # metadata_props entry: the InputContract as JSON
+
+
+def set_contract_metadata(model, contract):
+    """Record ``contract`` (an InputContract) in the ModelProto's metadata_props (replacing an older one)."""
+    import json
+    kept = [p for p in model.metadata_props if p.key != CONTRACT_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = CONTRACT_KEY, json.dumps(contract.to_dict(), sort_keys=True)
+
+
+def contract_metadata(model):
+    """The InputContract a trtkit export recorded in ``model``, or None (other exporters, unreadable)."""
+    import json
+    from trtkit.contract import InputContract
+    for prop in model.metadata_props:
+        if prop.key == CONTRACT_KEY:
+            try:
+                return InputContract.from_dict(json.loads(prop.value))
+            except (ValueError, TypeError, KeyError, InputError) as exc:
+                log.warn("ignoring the unreadable input contract in the ONNX metadata ({})".format(exc))
+    return None
+
+
 def load_onnx(path, check=True):
     """Load and check an ONNX file; one clear InputError for missing or corrupt files."""
     onnx = require("onnx", "reading ONNX files")
@@ -75,6 +101,7 @@ class OnnxSummary(object):
         self.output_names = [o.name for o in model.graph.output]
         self.output_shape = _dims(model.graph.output[0])
         self.opset = opset_of(model)
+        self.contract = contract_metadata(model)  # what a trtkit export recorded, else None
         if len(self.input_shape) != 4:
             raise InputError("the ONNX input '{}' has shape {}; expected images (N, C, H, W)".format(
                 self.input_name, self.input_shape))

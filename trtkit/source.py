@@ -12,7 +12,7 @@ two never disagree on what a flag means.
 import os
 
 from trtkit import log
-from trtkit.contract import InputContract
+from trtkit.contract import InputContract, parse_size, resolve
 from trtkit.errors import InputError
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
@@ -21,18 +21,18 @@ EXPORTERS = ("auto", "dynamo", "torchscript")
 class ModelOptions(object):
     """``model``: architecture name (or the name given to an ONNX model); ``checkpoint``: PyTorch file
     (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
-    count (a model for another count is refused); ``input_size``: input height/width override;
+    count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
+    InputContract fields to override ({"mean": ..., "resize": ...}, see ``InputContract.overrides_from_args``);
     ``exporter``: torch ONNX exporter (auto, dynamo, torchscript)."""
 
-    def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto"):
+    def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
+                 input=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         if exporter not in EXPORTERS:
             raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
         if num_classes is not None and int(num_classes) < 1:
             raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
-        if input_size is not None and int(input_size) < 1:
-            raise InputError("--input-size must be at least 1, got {}".format(input_size))
         if model and not onnx:
             from trtkit.models import check_model_name
             check_model_name(model)
@@ -43,12 +43,19 @@ class ModelOptions(object):
         self.checkpoint = checkpoint
         self.onnx = onnx
         self.num_classes = int(num_classes) if num_classes is not None else None
-        self.input_size = int(input_size) if input_size is not None else None
+        self.input = dict(input or {})
+        if input_size is not None:
+            self.input["size"] = parse_size(input_size)
         self.exporter = exporter
 
+    @property
+    def input_size(self):
+        """(H, W) asked for, or None."""
+        return self.input.get("size")
+
     def input_overrides(self):
-        """The InputContract fields the user set (see ``InputContract.with_overrides``)."""
-        return {"size": self.input_size} if self.input_size is not None else {}
+        """The InputContract fields the user set (see ``contract.resolve``)."""
+        return dict(self.input)
 
     # ---------------------------------------------------------------- command line
     @staticmethod
@@ -69,8 +76,7 @@ class ModelOptions(object):
     @classmethod
     def from_args(cls, args):
         return cls(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, num_classes=args.num_classes,
-                   input_size=InputContract.overrides_from_args(args).get("size"),
-                   exporter=args.exporter)
+                   exporter=args.exporter, input=InputContract.overrides_from_args(args))
 
 
 class ModelSource(object):
@@ -106,15 +112,12 @@ def _onnx_source(options, work_dir):
     for note in notes:
         log.info("onnx: " + note)
     c, h, w = summary.image_shape
-    if isinstance(h, int) and isinstance(w, int) and h != w:
-        raise InputError("the ONNX input is {}x{}; trtkit's preprocessing makes square images".format(h, w))
-    size = options.input_size or (h if isinstance(h, int) else None)
-    if size is None:
-        raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size")
-    if options.input_size and isinstance(h, int) and options.input_size != h:
-        raise InputError("--input-size {} does not match the ONNX input size {}".format(options.input_size, h),
-                         hint="drop --input-size: the ONNX file fixes it")
-    contract = InputContract(size=size, channels=c if isinstance(c, int) else 3)
+    fixed = {"size": (h, w) if isinstance(h, int) and isinstance(w, int) else None,
+             "channels": c if isinstance(c, int) else None}
+    overrides = options.input_overrides()
+    if fixed["size"] is None and "size" not in overrides and summary.contract is None:
+        raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size N or HxW")
+    contract = resolve(summary.contract, overrides, fixed, what=os.path.basename(options.onnx))
     if options.num_classes and summary.num_classes and options.num_classes != summary.num_classes:
         raise InputError("{} outputs {} classes, not {}".format(options.onnx, summary.num_classes,
                                                                 options.num_classes))
@@ -134,8 +137,7 @@ def _torch_source(options):
     from trtkit.fileio import sha256_file
     from trtkit.models import load_model
     if options.checkpoint:
-        model = load_model(options.model, options.checkpoint, num_classes=options.num_classes,
-                           input_size=options.input_size)
+        model = load_model(options.model, options.checkpoint, num_classes=options.num_classes)
         kind, path = "checkpoint", options.checkpoint
     else:
         from trtkit.sample import sample_model
@@ -144,8 +146,7 @@ def _torch_source(options):
         if options.num_classes is not None and options.num_classes != model.num_classes:
             raise InputError("the sample model has {} classes, not {}".format(model.num_classes, options.num_classes),
                              hint="pass --checkpoint for your own model")
-        model.input_contract = model.input_contract.with_overrides(options.input_overrides())
-    contract = model.input_contract
+    model.input_contract = contract = resolve(model.input_contract, options.input_overrides())
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
             "input": contract.to_dict()}

@@ -130,8 +130,8 @@ class TorchRunner(Runner):
 
     def inputs(self):
         c = self.contract.channels if self.model is not None else 3
-        size = self.contract.size if self.model is not None else None
-        return [TensorSpec("input", ("batch", c, size, size), "float32")]
+        h, w = self.contract.size if self.model is not None else (None, None)
+        return [TensorSpec("input", ("batch", c, h, w), "float32")]
 
     def outputs(self):
         return [TensorSpec("logits", ("batch", getattr(self, "num_classes", None)), "float32")]

@@ -49,7 +49,7 @@ def run_training(config, out_dir, resume_path=None, stop_after=None, callback=No
     if not os.path.isdir(out_dir):
         os.makedirs(out_dir)
     log.info("training {} ({} stem, {}x{}) on {}: {} train / {} held-out images, {} classes, mode {} on {}".format(
-        config.model, model.stem, model.input_contract.size, model.input_contract.size, config.data, len(train_set),
+        config.model, model.stem, model.input_contract.height, model.input_contract.width, config.data, len(train_set),
         len(heldout), len(names), config.mode, device))
     return fit(model, train_set, heldout, config=config, out_dir=out_dir, resume=resume, callback=callback,
                label=label or "training {} [{}]".format(config.model, config.mode), stop_after=stop_after,

@@ -103,16 +103,16 @@ def _add_profile(trt, builder, config, network, inputs, options):
     if not any(d < 0 for _, shape, _ in net_inputs for d in shape):
         return None, None
     low, opt, high = options.profile(inputs.default_batch)
-    size = inputs.contract.size if inputs.contract is not None else None
+    image = inputs.contract.shape if inputs.contract is not None else None  # (C, H, W) for dynamic dims
     profile = builder.create_optimization_profile()
     record = {}
     for name, shape, _ in net_inputs:
         rest = []
-        for d in shape[1:]:
-            if d < 0 and size is None:
+        for axis, d in enumerate(shape[1:]):
+            if d < 0 and (image is None or len(shape) != 4):
                 raise InputError("input {} has dynamic dims {} besides the batch".format(name, shape),
-                                 hint="export with a fixed image size")
-            rest.append(size if d < 0 else d)
+                                 hint="pass --input-size, or export with a fixed image size")
+            rest.append(image[axis] if d < 0 else d)
         shapes = [tuple([b] + rest) if shape[0] < 0 else tuple([shape[0]] + rest) for b in (low, opt, high)]
         profile.set_shape(name, shapes[0], shapes[1], shapes[2])
         record[name] = [list(s) for s in shapes]

@@ -35,7 +35,7 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
     low, opt, high = options.profile(inputs.default_batch)
     contract = inputs.contract
     model = inputs.torch_model.eval().cuda()
-    example = torch.zeros((opt, contract.channels, contract.size, contract.size), device="cuda")
+    example = torch.zeros((opt,) + contract.shape, device="cuda")
     kwargs = {"fp16_mode": precision in ("fp16", "int8"), "max_batch_size": high}
     if options.workspace_mib:
         kwargs["max_workspace_size"] = int(options.workspace_mib * (1 << 20))
