@@ -29,6 +29,7 @@ from trtkit.source import ModelOptions
 # Top-1 agreement with the FP32 reference below which a variant is marked failing.
 DEFAULT_MIN_AGREEMENT = {"fp32": 0.999, "fp16": 0.99, "int8": 0.98}
 DEFAULT_OUT = os.path.join("build", "engines")
+DEFAULT_VERIFY_IMAGES = 1000
 
 
 class BuildOptions(object):
@@ -40,7 +41,7 @@ class BuildOptions(object):
     """
 
     def __init__(self, model=None, checkpoint=None, onnx=None, precisions=("fp32", "fp16"), backend="auto",
-                 num_classes=None, input_size=None, out=DEFAULT_OUT, data="sample", verify_images=None,
+                 num_classes=None, input_size=None, out=DEFAULT_OUT, data="sample", verify_images=DEFAULT_VERIFY_IMAGES,
                  batch_size=32, exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0,
                  throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None, source=None):
         self.source = source or ModelOptions(model=model, checkpoint=checkpoint, onnx=onnx,
@@ -49,7 +50,6 @@ class BuildOptions(object):
         self.backend = backend
         self.out = out
         self.data = data
-        self.verify_images = verify_images
         self.batch_size = int(batch_size)
         self.tolerance = float(tolerance)
         self.strict = bool(strict)
@@ -60,8 +60,7 @@ class BuildOptions(object):
         self.tensorrt = tensorrt or TensorRTOptions()
         if self.batch_size < 1 or self.throughput_batch < 1:
             raise InputError("batch sizes must be at least 1 (--batch-size {})".format(batch_size))
-        if verify_images is not None and int(verify_images) < 1:
-            raise InputError("--verify-images must be at least 1, got {}".format(verify_images))
+        self.verify_images = parse_image_count(verify_images, "--verify-images")
         if self.tolerance <= 0:
             raise InputError("--tolerance must be positive, got {:g}".format(self.tolerance))
 
@@ -99,7 +98,10 @@ class BuildOptions(object):
         ver = parser.add_argument_group("verification")
         ver.add_argument("--data", default="sample", metavar="SOURCE",
                          help="held-out images to verify on (default: sample)")
-        ver.add_argument("--verify-images", type=int, default=None, metavar="N", help="use at most N images")
+        ver.add_argument("--verify-images", default=DEFAULT_VERIFY_IMAGES, metavar="N|all",
+                         help="verify on N held-out images chosen seeded from the split, or 'all' of them "
+                              "(streamed: memory does not grow with the split; default: {})".format(
+                                  DEFAULT_VERIFY_IMAGES))
         ver.add_argument("--batch-size", type=int, default=32, help="batch size for verification (default: 32)")
         ver.add_argument("--tolerance", type=float, default=1e-3,
                          help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)")
@@ -115,6 +117,19 @@ class BuildOptions(object):
                    verify_images=args.verify_images, batch_size=args.batch_size, tolerance=args.tolerance,
                    strict=args.strict, throughput_seconds=args.bench_seconds,
                    calibration=CalibrationConfig.from_args(args), tensorrt=TensorRTOptions.from_args(args))
+
+
+def parse_image_count(value, flag):
+    """N (at least 1), "all", or None -> int, "all" or None."""
+    if value is None or value == "all":
+        return value
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        count = 0
+    if count < 1:
+        raise InputError("{} must be a number of images (at least 1) or 'all', got {!r}".format(flag, value))
+    return count
 
 
 def parse_precisions(value):
@@ -140,55 +155,57 @@ class _Build(object):
         self.backend = backend
         self.source = source
         self.name = source.name
-        self.verify_images = None
-        self.labels = None
-        self.reference = None
+        self.selection = None     # the held-out images to verify on (listed, decoded as a stream)
+        self.first_images = None  # the first batch of them: export check and throughput timing
         self.fp32_onnx = source.onnx_path
         self.inputs = None
 
 
 # ---------------------------------------------------------------- steps
 
-def _load_verify_data(state):
+def _select_verify_data(state):
+    """Choose the held-out images (a listing: nothing is decoded but the first batch)."""
     options = state.options
-    from trtkit.data import load_images
-    verify_set = load_images(options.data, state.source.contract, split="heldout", limit=options.verify_images)
-    labels = verify_set.labels
-    names = verify_set.class_names
+    from trtkit.data import select
+    contract = state.source.contract
+    limit = None if options.verify_images == "all" else options.verify_images
+    selection = select(options.data, contract, split="heldout", limit=limit)
+    state.selection = selection
+    state.first_images = next(iter(selection.batches(options.batch_size)))[0]
+    names = selection.class_names
     num_classes = state.source.num_classes
-    if labels is not None and names is not None and num_classes is not None and len(names) != num_classes:
+    labels = selection.labels is not None
+    if labels and names is not None and num_classes is not None and len(names) != num_classes:
         log.info("data has {} classes, the model {}: accuracy is not reported, agreement is".format(
             len(names), num_classes))
-        labels = None
-    state.verify_images = verify_set.images
-    state.labels = labels
-    return {"source": options.data, "identity": verify_set.identity, "split": "heldout",
-            "images": len(verify_set), "labels": labels is not None}
+        labels = False
+    if contract.class_names is None and names is not None and (num_classes is None or len(names) == num_classes):
+        contract.class_names = list(names)
+        state.source.info["input"] = contract.to_dict()
+    state.labels_usable = labels
+    return {"source": options.data, "identity": selection.identity, "split": "heldout",
+            "images": len(selection), "labels": labels}
 
 
 def _export(state):
-    """FP32 ONNX + reference logits. PyTorch models are exported and validated against PyTorch."""
+    """The FP32 ONNX; a PyTorch model's export is checked against PyTorch on the first held-out batch."""
     options = state.options
-    images = state.verify_images
     model = state.source.torch_model
     if model is None:
-        from trtkit.backends.onnxruntime import OnnxRuntimeRunner
-        from trtkit.verify import run_batches
-        with OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]) as runner:
-            state.reference = run_batches(runner, images, options.batch_size)
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
     from trtkit.export import export_onnx, torch_logits, validate_export
+    images = state.first_images
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
     exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter)
-    state.reference = torch_logits(model, images, options.batch_size)
-    diff, agreement = validate_export(state.fp32_onnx, state.reference, images, tolerance=options.tolerance)
+    reference = torch_logits(model, images, options.batch_size)
+    diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
              "top-1 agreement {:.2%} on {} images ({:.1f}s)".format(state.name, exporter, opset, diff, agreement,
                                                                     len(images), time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
-            "top1_agreement": agreement, "tolerance": options.tolerance}
+            "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
 
 
 def _fp32_variant(state):
@@ -213,46 +230,87 @@ VARIANT_MAKERS = {"fp32": _fp32_variant, "fp16": _fp16_variant, "int8": _int8_va
 
 
 def _build_artifact(state, precision):
-    options = state.options
     onnx_path, variant_meta, calibration = VARIANT_MAKERS[precision](state)
     backend = state.backend
     name = "{}.{}".format(state.name, precision)
     artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
     backend_meta = backend.build(onnx_path, precision, artifact, state.inputs, calibration) or {}
-    build_seconds = time.time() - start
     record = {"name": name, "precision": precision, "backend": backend.name,
               "path": os.path.basename(artifact), "onnx": os.path.basename(onnx_path),
-              "bytes": os.path.getsize(artifact), "build_seconds": round(build_seconds, 3)}
+              "bytes": os.path.getsize(artifact), "build_seconds": round(time.time() - start, 3)}
     record.update(variant_meta)
     if backend_meta:
         record["backend_info"] = backend_meta
-    runner = backend.runner(artifact)
-    try:
-        with runner:
-            from trtkit.verify import compare, run_batches
-            logits = run_batches(runner, state.verify_images, options.batch_size)
-            record["verify"] = compare(logits, state.reference, state.labels)
+    return record
+
+
+def _reference_runner(state):
+    """What every variant is compared with: PyTorch FP32 when there is a model, else the FP32 ONNX."""
+    model = state.source.torch_model
+    if model is not None:
+        from trtkit.export import torch_logits
+        batch_size = state.options.batch_size
+        return lambda images: torch_logits(model, images, batch_size)
+    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
+    from trtkit.verify import run_batches
+    runner = OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]).activate()
+    return lambda images: run_batches(runner, images, state.options.batch_size)
+
+
+def _verify_all(state, records):
+    """One streamed pass over the held-out images: the reference and every artifact's runner per batch.
+
+    Each image is decoded once whatever the number of variants, and only running
+    counts are kept (``verify.Comparison``), so memory does not grow with the data.
+    """
+    import contextlib
+    from trtkit.verify import Comparison, run_batches
+    options = state.options
+    with contextlib.ExitStack() as stack:
+        runners = {}
+        for record in records:
+            runner = state.backend.runner(state.folder.stage_path(record["path"]))
+            try:
+                stack.enter_context(runner)
+            except DeviceUnavailable as exc:
+                record.update(verify=None, throughput_ips=None, status="built",
+                              status_detail="not run: {}".format(exc))
+                log.warn("{} built but not run: {}".format(record["name"], exc))
+                continue
+            runners[record["name"]] = (runner, Comparison())
+        if not runners:
+            return
+        reference = _reference_runner(state)
+        labels_usable = state.labels_usable
+        for images, labels in state.selection.batches(options.batch_size, progress="verifying"):
+            expected = reference(images)
+            for runner, comparison in runners.values():
+                comparison.update(run_batches(runner, images, options.batch_size), expected,
+                                  labels if labels_usable else None)
+        skipped = len(state.selection.skipped)
+        for record in records:
+            if record["name"] not in runners:
+                continue
+            runner, comparison = runners[record["name"]]
+            record["verify"] = comparison.result()
+            if skipped:
+                record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
             record["throughput_ips"] = _throughput(state, runner, record["throughput_batch"])
-    except DeviceUnavailable as exc:
-        record["verify"] = None
-        record["throughput_ips"] = None
-        record["status"] = "built"
-        record["status_detail"] = "not run: {}".format(exc)
-        log.warn("{} built but not run: {}".format(name, exc))
-        return record
-    threshold = options.min_agreement.get(precision, 0.98)
+            _judge(record, options.min_agreement.get(record["precision"], 0.98))
+
+
+def _judge(record, threshold):
     agreement = record["verify"]["top1_agreement"]
     record["min_agreement"] = threshold
     if agreement < threshold:
         record["status"] = "failing"
         record["status_detail"] = "top-1 agreement {:.2%} is below {:.0%}".format(agreement, threshold)
-        log.warn("{}: {}".format(name, record["status_detail"]) + _advice(precision))
+        log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
     else:
         record["status"] = "ok"
-    return record
 
 
 def _advice(precision):
@@ -268,7 +326,7 @@ def _throughput(state, runner, batch):
     if seconds <= 0:
         return None
     from trtkit.bench.timing import quick_throughput
-    return quick_throughput(runner, state.verify_images, batch, seconds)
+    return quick_throughput(runner, state.first_images, batch, seconds)
 
 
 # ---------------------------------------------------------------- orchestration
@@ -295,8 +353,9 @@ def _build_into(options, folder):
     backend, why = select_backend(options.backend)
     log.info("backend: {} ({})".format(backend.name, why))
     state = _Build(options, folder, backend, resolve_model(options.source, folder.staging))
+    data = _select_verify_data(state)
     manifest = new_manifest(state.source.info)
-    manifest["data"] = _load_verify_data(state)
+    manifest["data"] = data
     manifest["export"] = _export(state)
     manifest["backend"] = {"name": backend.name, "reason": why}
     manifest["options"] = options.to_dict(backend.name)
@@ -306,6 +365,9 @@ def _build_into(options, folder):
     for precision in options.precisions:
         log.info("building {} {} ...".format(state.name, precision))
         manifest["artifacts"].append(_build_artifact(state, precision))
+    log.info("verifying {} on {} held-out images ...".format(
+        ", ".join(a["precision"] for a in manifest["artifacts"]), len(state.selection)))
+    _verify_all(state, manifest["artifacts"])
     manifest["build_seconds"] = round(time.time() - total_start, 2)
     manifest["files"] = folder.staged_files()
     save_manifest(folder.staging, manifest)

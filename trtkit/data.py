@@ -358,3 +358,28 @@ def _load_array_file(path, contract, split):
         digest = hashlib.sha1(handle.read()).hexdigest()[:12]
     identity = "array:{}:{}:{}:{}".format(os.path.basename(path), digest, split, _contract_key(contract))
     return ImageSet(prepared[index], labels[index] if labels is not None else None, identity, None, path)
+
+
+class _InterimSelection(object):
+    """Interim stand-in for the streaming Selection (trtkit.data package): wraps an in-memory ImageSet."""
+
+    def __init__(self, imageset):
+        self._set = imageset
+        self.labels = imageset.labels
+        self.class_names = imageset.class_names
+        self.identity = imageset.identity
+        self.source = imageset.source
+        self.skipped = []
+
+    def __len__(self):
+        return len(self._set)
+
+    def batches(self, batch_size, progress=None):
+        return self._set.batches(batch_size)
+
+    def load(self):
+        return self._set
+
+
+def select(source, contract, split="all", limit=None, seed=0, max_unreadable=0.01):
+    return _InterimSelection(load_images(source, contract, split, limit, seed))

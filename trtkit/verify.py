@@ -57,3 +57,51 @@ def compare(logits, reference, labels=None):
         "max_abs_diff": float(diff.max()) if diff.size else 0.0,
         "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
     }
+
+
+class Comparison(object):
+    """``compare`` over a stream: fed batch by batch, it keeps counts and sums, never the logits.
+
+    So verifying on every held-out image (50,000 for ImageNet) needs the memory
+    of one batch, whatever the split's size; ``result()`` equals ``compare`` on
+    the concatenated batches.
+    """
+
+    def __init__(self):
+        self.images = 0
+        self.agree = 0
+        self.correct = 0
+        self.reference_correct = 0
+        self.labelled = True
+        self.max_diff = 0.0
+        self.sum_diff = 0.0
+        self.elements = 0
+
+    def update(self, logits, reference, labels=None):
+        logits = np.asarray(logits, dtype=np.float32)
+        reference = np.asarray(reference, dtype=np.float32)
+        if logits.shape != reference.shape:
+            compare(logits, reference)  # raises the one message for this
+        diff = np.abs(logits - reference)
+        self.images += int(logits.shape[0])
+        self.agree += int(np.sum(logits.argmax(1) == reference.argmax(1)))
+        if labels is None or logits.ndim != 2 or (len(labels) and labels.max() >= logits.shape[1]):
+            self.labelled = False
+        elif self.labelled:
+            self.correct += int(np.sum(logits.argmax(1) == labels))
+            self.reference_correct += int(np.sum(reference.argmax(1) == labels))
+        if diff.size:
+            self.max_diff = max(self.max_diff, float(diff.max()))
+            self.sum_diff += float(diff.sum(dtype=np.float64))
+            self.elements += int(diff.size)
+
+    def result(self):
+        labelled = self.labelled and self.images > 0
+        return {
+            "images": self.images,
+            "top1_agreement": self.agree / float(self.images) if self.images else 0.0,
+            "accuracy": self.correct / float(self.images) if labelled else None,
+            "reference_accuracy": self.reference_correct / float(self.images) if labelled else None,
+            "max_abs_diff": self.max_diff,
+            "mean_abs_diff": self.sum_diff / self.elements if self.elements else 0.0,
+        }
