@@ -23,6 +23,7 @@ COMMANDS = [
     "trtkit.commands.export_triton",
     "trtkit.commands.train",
     "trtkit.commands.bench",
+    "trtkit.commands.gpu_check",
 ]
 
 EPILOG = """examples:

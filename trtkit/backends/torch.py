@@ -6,7 +6,9 @@ in one of four modes users compare with:
 - ``fp32``: eager FP32, the reference the speed-up column divides by;
 - ``half``: ``model.half()`` with BatchNorm layers kept FP32 (the classic GPU recipe);
 - ``autocast``: ``torch.autocast``, FP16 on CUDA, BF16 on CPU;
-- ``channels_last``: FP32 with NHWC memory format.
+- ``channels_last``: FP32 with NHWC memory format;
+- ``compile``: FP32 through ``torch.compile`` (torch 2+; on CUDA it needs
+  triton). Each new batch size compiles again, so give it a long warm-up.
 
 There is no artifact to build: the checkpoint *is* the artifact, so ``build``
 refuses. Besides ``infer`` (numpy in, numpy out, copies included) the runner
@@ -25,9 +27,9 @@ from trtkit.bf16 import cpu_bf16_native
 from trtkit.deps import available, require
 from trtkit.errors import DeviceUnavailable, InputError
 
-MODES = ("fp32", "half", "autocast", "channels_last")
+MODES = ("fp32", "half", "autocast", "channels_last", "compile")
 # precision name used in reports, per mode and device
-MODE_PRECISION = {"fp32": "fp32", "half": "fp16", "channels_last": "fp32"}
+MODE_PRECISION = {"fp32": "fp32", "half": "fp16", "channels_last": "fp32", "compile": "fp32"}
 
 
 def default_device():
@@ -56,6 +58,11 @@ def mode_support(mode, device):
             return False, "the CPU has no native BF16 instructions"
     if mode == "half" and device == "cpu":
         return False, ".half() is a GPU baseline; on CPU FP16 convolutions are emulated (use autocast for BF16)"
+    if mode == "compile":
+        if not hasattr(torch, "compile"):
+            return False, "torch {} has no torch.compile (it needs torch 2.0+)".format(torch.__version__)
+        if device == "cuda" and not available("triton"):
+            return False, "torch.compile on CUDA needs triton, which does not import here (pip install triton)"
     return True, "torch {} on {}".format(torch.__version__, device)
 
 
@@ -119,6 +126,8 @@ class TorchRunner(Runner):
         elif self.mode == "channels_last":
             self._memory_format = torch.channels_last
             model = model.to(memory_format=torch.channels_last)
+        elif self.mode == "compile":
+            model = torch.compile(model)
         self.model = model
         self._autocast_dtype = (torch.float16 if self.device == "cuda" else torch.bfloat16) \
             if self.mode == "autocast" else None

@@ -25,7 +25,8 @@ from trtkit.errors import InputError, TrtkitError
 TORCH_BASELINE = ("torch", "fp32")  # (backend, mode) every speed-up is divided by
 BACKEND_LABELS = {"onnxruntime": "ONNX Runtime", "tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX",
                   "torch2trt": "torch2trt", "torch": "PyTorch"}
-TORCH_MODE_LABELS = {"fp32": "eager", "half": ".half()", "autocast": "autocast", "channels_last": "channels_last"}
+TORCH_MODE_LABELS = {"fp32": "eager", "half": ".half()", "autocast": "autocast", "channels_last": "channels_last",
+                     "compile": "torch.compile"}
 
 
 class BenchOptions(object):
@@ -137,12 +138,12 @@ def default_torch_modes(device):
 
 def torch_variants(model_name, checkpoint, modes, threads, input_size=None, display_name=None):
     """PyTorch baselines for a checkpoint; modes that cannot run here become skipped variants."""
-    from trtkit.backends.torch import TorchBackend, default_device, mode_precision, mode_support
+    from trtkit.backends.torch import MODES, TorchBackend, default_device, mode_precision, mode_support
     device = default_device()
     modes = default_torch_modes(device) if modes in (None, "auto") else list(modes)
     variants = []
     for mode in modes:
-        precision = mode_precision(mode, device) if mode in ("fp32", "half", "autocast", "channels_last") else mode
+        precision = mode_precision(mode, device) if mode in MODES else mode
         options = {"model": model_name, "mode": mode, "device": device, "threads": threads,
                    "input_size": input_size}
         variant = Variant(display_name or model_name, "torch", precision,

@@ -46,8 +46,8 @@ def add_arguments(parser):
     src.add_argument("--backends", metavar="LIST", help="only these backends (e.g. onnxruntime,torch)")
     src.add_argument("--precisions", metavar="LIST", help="only these precisions (e.g. fp16,int8)")
     src.add_argument("--torch-modes", default="auto", metavar="LIST",
-                     help="PyTorch baselines: fp32,half,autocast,channels_last (default auto: all that suit "
-                          "the device; 'none' to skip)")
+                     help="PyTorch baselines: fp32,half,autocast,channels_last,compile (default auto: those "
+                          "that suit the device, compile excepted; 'none' to skip)")
     src.add_argument("--no-torch", action="store_true", help="no PyTorch baselines (no speed-up column)")
     how = parser.add_argument_group("how")
     how.add_argument("--batch-sizes", default="1,8", metavar="LIST", help="batch sizes (default: 1,8)")

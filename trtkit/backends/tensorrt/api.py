@@ -57,8 +57,12 @@ API_TABLE = {
     "name": ("ITensor", ALL), "shape": ("ITensor", ALL), "dtype": ("ITensor", ALL),
     "set_shape": ("IOptimizationProfile", ALL),
     "parse": ("OnnxParser", ALL), "num_errors": ("OnnxParser", ALL), "get_error": ("OnnxParser", ALL),
-    # Runtime, ICudaEngine
+    # Runtime, ICudaEngine; IRuntimeConfig (also in late 10.x, which the "10" column does not list)
     "deserialize_cuda_engine": ("Runtime", ALL), "create_execution_context": ("ICudaEngine", ALL),
+    "create_runtime_config": ("ICudaEngine", ("11", "rtx")), "ILogger": ("module", ALL),
+    "dynamic_shapes_kernel_specialization_strategy": ("IRuntimeConfig", ("rtx",)),
+    "DynamicShapesKernelSpecializationStrategy": ("module", ("rtx",)),
+    "EAGER": ("DynamicShapesKernelSpecializationStrategy", ("rtx",)),
     "num_io_tensors": ("ICudaEngine", _FROM_85), "get_tensor_name": ("ICudaEngine", _FROM_85),
     "get_tensor_mode": ("ICudaEngine", _FROM_85), "get_tensor_dtype": ("ICudaEngine", _FROM_85),
     "get_tensor_profile_shape": ("ICudaEngine", _FROM_85),
@@ -265,6 +269,25 @@ def rtx_targets(trt):
         if digits.isdigit() and len(digits) >= 2:
             found.append("{}.{}".format(int(digits[:-1]), int(digits[-1])))
     return sorted(found, key=lambda cc: tuple(int(p) for p in cc.split(".")))
+
+
+def create_context(trt, engine):
+    """(execution context, kernel specialization or None). TensorRT-RTX: dynamic-shape kernels specialized EAGERly.
+
+    TensorRT-RTX compiles the kernels for a new input shape in the background
+    (LAZY) and runs generic fallback kernels until they are ready, so the first
+    timings of each batch size would measure the fallbacks; EAGER compiles them
+    before the first inference of that shape returns.
+    """
+    if has(engine, "create_runtime_config"):
+        config = engine.create_runtime_config()
+        strategy = None
+        if has(config, "dynamic_shapes_kernel_specialization_strategy") and \
+                has(trt, "DynamicShapesKernelSpecializationStrategy"):
+            config.dynamic_shapes_kernel_specialization_strategy = trt.DynamicShapesKernelSpecializationStrategy.EAGER
+            strategy = "eager"
+        return engine.create_execution_context(config), strategy
+    return engine.create_execution_context(), None
 
 
 def uses_tensor_names(context):

@@ -3,6 +3,14 @@
 TensorRT takes raw device addresses. torch (NVIDIA's Jetson wheels included)
 gives them with ``data_ptr()`` and is usually installed anyway; pycuda is the
 fallback (cuda-python needs Python 3.9+, so it cannot serve Jetson Nano).
+
+Both share one CUDA context with TensorRT and torch: the device's *primary*
+context (torch's, and the one TensorRT's runtime API uses). pycuda is never
+set up through ``pycuda.autoinit``, which creates a second, non-primary
+context that TensorRT's engine would not be made in. Host copies go through
+page-locked (pinned) buffers, one per I/O tensor, so the copies on the stream
+are truly asynchronous (from pageable memory the driver copies through a
+staging buffer and blocks).
 """
 
 import numpy as np
@@ -27,7 +35,7 @@ def open_device(prefer=None):
 
 
 class TorchDevice(object):
-    """Buffers are torch CUDA tensors; the stream is torch's current stream."""
+    """Buffers are torch CUDA tensors (each with a pinned host twin); copies and TensorRT share one stream."""
 
     name = "torch"
 
@@ -41,60 +49,93 @@ class TorchDevice(object):
 
     def empty(self, shape, dtype):
         torch_dtype = getattr(self.torch, np.dtype(dtype).name)
-        return self.torch.empty(tuple(shape), dtype=torch_dtype, device="cuda")
+        buffer = self.torch.empty(tuple(shape), dtype=torch_dtype, device="cuda")
+        # the pinned twin lives and dies with its device buffer
+        buffer.trtkit_host = self.torch.empty(tuple(shape), dtype=torch_dtype, pin_memory=True)
+        return buffer
 
     def address(self, buffer):
         return buffer.data_ptr()
 
     def upload(self, buffer, array):
+        """Queue the copy of ``array`` into ``buffer`` on the stream (pinned, asynchronous)."""
+        host = buffer.trtkit_host
+        self.stream.synchronize()  # the pinned buffer may still feed the previous call's copy
+        host.numpy()[...] = array
         with self.torch.cuda.stream(self.stream):
-            buffer.copy_(self.torch.from_numpy(np.ascontiguousarray(array)), non_blocking=False)
+            buffer.copy_(host, non_blocking=True)
 
     def download(self, buffer):
+        """The buffer as a new numpy array, after everything queued on the stream."""
+        host = buffer.trtkit_host
+        with self.torch.cuda.stream(self.stream):
+            host.copy_(buffer, non_blocking=True)
         self.synchronize()
-        return buffer.cpu().numpy()
+        return host.numpy().copy()
 
     def synchronize(self):
         self.stream.synchronize()
 
     def close(self):
+        if self.stream is not None:
+            self.stream.synchronize()
         self.stream = None
 
 
 class PycudaDevice(object):
-    """Buffers are pycuda allocations (with their shape and dtype kept beside them)."""
+    """Buffers are pycuda allocations, each with its pinned host twin, shape and dtype kept beside it.
+
+    The device's primary context is retained and made current while this
+    object is open (``close`` pops it), so TensorRT, torch and pycuda all work
+    in one context.
+    """
 
     name = "pycuda"
 
-    def __init__(self):
-        import pycuda.autoinit  # noqa: F401  (creates the context on GPU 0)
-        self.cuda = require("pycuda.driver")
-        self.stream = self.cuda.Stream()
+    def __init__(self, ordinal=0):
+        self.cuda = require("pycuda.driver", "GPU buffers through pycuda")
+        self.cuda.init()
+        device = self.cuda.Device(ordinal)
+        self._primary = device.retain_primary_context()
+        self._primary.push()
+        try:
+            self.stream = self.cuda.Stream()
+        except Exception:
+            self._primary.pop()
+            raise
 
     @property
     def stream_handle(self):
         return self.stream.handle
 
     def empty(self, shape, dtype):
-        nbytes = max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
-        return {"memory": self.cuda.mem_alloc(nbytes), "shape": tuple(shape), "dtype": np.dtype(dtype)}
+        dtype = np.dtype(dtype)
+        nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
+        return {"memory": self.cuda.mem_alloc(nbytes), "shape": tuple(shape), "dtype": dtype,
+                "host": self.cuda.pagelocked_empty(tuple(shape), dtype)}
 
     def address(self, buffer):
         return int(buffer["memory"])
 
     def upload(self, buffer, array):
-        host = np.ascontiguousarray(array, dtype=buffer["dtype"])
-        self.cuda.memcpy_htod_async(buffer["memory"], host, self.stream)
-        self.stream.synchronize()
+        """Queue the copy of ``array`` into ``buffer`` on the stream (pinned, asynchronous)."""
+        self.stream.synchronize()  # the pinned buffer may still feed the previous call's copy
+        buffer["host"][...] = array
+        self.cuda.memcpy_htod_async(buffer["memory"], buffer["host"], self.stream)
 
     def download(self, buffer):
-        host = np.empty(buffer["shape"], dtype=buffer["dtype"])
-        self.cuda.memcpy_dtoh_async(host, buffer["memory"], self.stream)
+        self.cuda.memcpy_dtoh_async(buffer["host"], buffer["memory"], self.stream)
         self.stream.synchronize()
-        return host
+        return np.array(buffer["host"], copy=True)
 
     def synchronize(self):
         self.stream.synchronize()
 
     def close(self):
-        self.stream = None
+        """Finish queued work and make the primary context no longer current (it stays for torch/TensorRT)."""
+        if self.stream is not None:
+            self.stream.synchronize()
+            self.stream = None
+        if self._primary is not None:
+            self._primary.pop()
+            self._primary = None

@@ -6,6 +6,14 @@ failure. With no GPU, activating raises DeviceUnavailable: the build pipeline
 then records the engine as built, not run. I/O buffers come from
 ``buffers.open_device`` (torch CUDA tensors, else pycuda).
 
+A GPU TensorRT-RTX has no target for (Hopper: SM 9.0) is the same case as no
+GPU: ``check`` raises DeviceUnavailable naming the GPU and TensorRT-RTX's
+targets, so a build there records its engines as built, not run.
+``probe_engine`` skips those checks and reports what TensorRT itself says when
+asked to load an engine anyway (``scripts/gpu_check.py`` records it). Contexts
+come from ``api.create_context``: on TensorRT-RTX dynamic-shape kernels are
+specialized eagerly, so timings never measure the lazy fallback kernels.
+
 Of the Runner contract's optional queries it answers ``device`` ("cuda"),
 ``synchronize`` (its stream), ``batch_range`` (the engine's profile) and staged
 I/O (the input uploaded once into the engine's buffer, outputs left on the
@@ -17,6 +25,7 @@ import os
 
 import numpy as np
 
+from trtkit import log
 from trtkit.backends.base import Runner, TensorSpec
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
 from trtkit.backends.tensorrt.sidecar import check_compatible, check_file, read_sidecar
@@ -37,18 +46,20 @@ class TensorRTRunner(Runner):
         self._io = None
         self._memory = None  # buffers.open_device(): allocations, copies and the stream
         self._buffers = {}
+        self.kernel_specialization = None  # "eager" on TensorRT-RTX (api.create_context)
 
     def check(self):
-        """Every check that needs no GPU: file complete, sidecar matches this TensorRT. Returns the sidecar."""
+        """Every check that needs no engine loaded: file complete, sidecar matches this TensorRT, a GPU that can
+        run it. Returns the TensorRT module."""
         self.record = read_sidecar(self.path)
         check_file(self.path, self.record)
         trt = api.load(self.flavour)
         gpu = gpu_probe.probe()
-        check_compatible(self.record, self.flavour, api.version_tuple(trt), gpu)
-        if gpu is None:
-            raise DeviceUnavailable("no NVIDIA GPU here: the {} engine {} cannot run".format(
-                self.flavour, os.path.basename(self.path)),
-                                    hint="copy it to a machine with the GPU it was built for")
+        reason = unrunnable_reason(trt, self.flavour, gpu)
+        check_compatible(self.record, self.flavour, api.version_tuple(trt), gpu if reason is None else None)
+        if reason is not None:
+            raise DeviceUnavailable("{}: the {} engine {} cannot run here".format(
+                reason, self.flavour, os.path.basename(self.path)), hint=_unrunnable_hint(trt, self.flavour, gpu))
         return trt
 
     def _activate(self):
@@ -56,16 +67,19 @@ class TensorRTRunner(Runner):
         from trtkit.backends.tensorrt.buffers import open_device
         self.trt = trt
         self._memory = open_device(self.options.get("buffers"))
-        self.logger = trt.Logger(trt.Logger.WARNING)
+        self._messages = []
+        self.logger = capturing_logger(trt, self._messages, forward=True)
         self.runtime = trt.Runtime(self.logger)
         with open(self.path, "rb") as handle:
             data = handle.read()
         self.engine = self.runtime.deserialize_cuda_engine(data)
         if self.engine is None:
+            said = "; ".join(self._messages[-2:])
             raise EngineMismatch("{} {} could not load {}: built by another TensorRT, for another GPU, or "
-                                 "damaged".format(self.flavour, trt.__version__, self.path),
+                                 "damaged{}".format(self.flavour, trt.__version__, self.path,
+                                                    " (TensorRT: {})".format(said) if said else ""),
                                  hint="rebuild the engine on this device")
-        self.context = self.engine.create_execution_context()
+        self.context, self.kernel_specialization = api.create_context(trt, self.engine)
         self._io = api.engine_io(trt, self.engine)
         self._profiles = {}
         for index, (name, is_input, shape, _) in enumerate(self._io):
@@ -80,6 +94,16 @@ class TensorRTRunner(Runner):
         if self._memory is not None:
             self._memory.close()
         self._memory = None
+
+    def describe(self):
+        """The base record plus which TensorRT ran it, how its kernels were specialized and the I/O memory."""
+        record = super(TensorRTRunner, self).describe()
+        record["flavour"] = self.flavour
+        if self.kernel_specialization:
+            record["kernel_specialization"] = self.kernel_specialization
+        if self._memory is not None:
+            record["buffers"] = self._memory.name
+        return record
 
     def _specs(self, want_inputs):
         if self._io is not None:
@@ -182,3 +206,76 @@ class TensorRTRunner(Runner):
                 buffers[n] = self._memory.empty(shape, t)
             self._buffers[key] = buffers
         return self._buffers[key]
+
+
+def unrunnable_reason(trt, flavour, gpu):
+    """Why no engine of ``trt`` can run on ``gpu`` (``gpu.probe()``), or None when one can.
+
+    No GPU at all; or TensorRT-RTX on a GPU it has no target for: its engines
+    run only on the SMs of ``trt.ComputeCapability`` (no Hopper, SM 9.0), so
+    trying would end in a failed deserialization instead of a clear message.
+    """
+    if gpu is None:
+        return "no NVIDIA GPU here"
+    if flavour == "tensorrt-rtx" and not api.rtx_supports(trt, gpu["compute_capability"]):
+        major_minor = ".".join(str(p) for p in api.version_tuple(trt)[:2])
+        return "TensorRT-RTX {} has no target for {} (SM {})".format(major_minor, gpu["name"],
+                                                                     gpu["compute_capability"])
+    return None
+
+
+def _unrunnable_hint(trt, flavour, gpu):
+    if gpu is None:
+        return "copy it to a machine with the GPU it was built for"
+    return ("TensorRT-RTX engines run on SM {}; the engine is kept: run it on such a GPU, or build with "
+            "--backend tensorrt (classic TensorRT) for this one".format(", ".join(api.rtx_targets(trt))))
+
+
+_KEPT_SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING")
+
+
+def capturing_logger(trt, messages, forward=False):
+    """A TensorRT logger that appends "SEVERITY: text" of warnings and errors to ``messages``.
+
+    TensorRT reports why it refuses an engine only through its logger; keeping
+    the words lets a DeviceUnavailable or EngineMismatch quote them. With
+    ``forward`` they are also printed as trtkit warnings.
+    """
+    class CapturingLogger(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, text):
+            name = getattr(severity, "name", None) or str(severity).rsplit(".", 1)[-1]
+            if name in _KEPT_SEVERITIES:
+                messages.append("{}: {}".format(name, text))
+                if forward:
+                    log.warn("{}: {}".format(flavour_name, text))
+
+    flavour_name = "TensorRT" if not api.has(trt, "ComputeCapability") else "TensorRT-RTX"
+    return CapturingLogger()
+
+
+def probe_engine(path, flavour="tensorrt-rtx"):
+    """Ask TensorRT itself to load ``path`` here, skipping trtkit's checks; returns what happened.
+
+    For the record of a GPU the checks refuse (TensorRT-RTX on Hopper): TensorRT's
+    own words, in {"deserialized": bool, "context": bool, "messages": [...],
+    "error": text or None, "gpu": gpu.probe()}. Never raises for TensorRT's failures.
+    """
+    trt = api.load(flavour)
+    result = {"path": os.path.basename(path), "flavour": flavour, "tensorrt_version": trt.__version__,
+              "gpu": gpu_probe.probe(), "deserialized": False, "context": False, "messages": [], "error": None}
+    logger = capturing_logger(trt, result["messages"])
+    try:
+        runtime = trt.Runtime(logger)
+        with open(path, "rb") as handle:
+            engine = runtime.deserialize_cuda_engine(handle.read())
+        result["deserialized"] = engine is not None
+        if engine is not None:
+            context, result["kernel_specialization"] = api.create_context(trt, engine)
+            result["context"] = context is not None
+            del context, engine
+    except Exception as exc:  # the Python bindings raise for some refusals instead of returning None
+        result["error"] = "{}: {}".format(exc.__class__.__name__, exc)
+    return result

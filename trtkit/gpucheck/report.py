@@ -1,0 +1,184 @@
+"""The Markdown report of a ``gpu_check`` run: steps, inference speed, agreement, TensorRT-RTX, training.
+
+Built from the run's JSON record alone (``gpu_check.json``), so it can be made
+again from a committed result. The speed table is ``trtkit.bench.report``'s,
+fed with the rows of every step that timed something, the speed-up recomputed
+over all of them against PyTorch FP32 eager at the same batch.
+"""
+
+from trtkit.bench.device import describe
+from trtkit.bench.matrix import add_speedups
+from trtkit.bench.report import markdown_table
+
+# the steps whose results hold bench rows, in the order their rows are shown (first of a duplicate wins)
+TIMED_STEPS = ("torch-baselines", "torch-compile", "onnxruntime-cuda", "tensorrt-rtx", "tensorrt", "torch2trt")
+ENGINE_STEPS = ("tensorrt-rtx", "tensorrt", "torch2trt", "onnxruntime-cuda")
+
+
+def _first_line(text, limit=240):
+    text = str(text or "").strip().splitlines()
+    text = text[0] if text else ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def step_detail(result):
+    """One line on how a step ended: its error, its reason to skip, or its figures' count."""
+    status = result.get("status")
+    if status in ("failed", "timeout"):
+        return _first_line(result.get("error"))
+    if status == "skipped":
+        return _first_line(result.get("reason"), 400)
+    if status == "refused":
+        return _first_line((result.get("refusal") or {}).get("trtkit") or "refused")
+    bench = result.get("bench") or {}
+    summary = bench.get("summary")
+    if summary:
+        return "{} of {} timed cells ok".format(summary["ok"], summary["rows"])
+    if result.get("modes"):
+        return ", ".join("{} {}".format(r["mode"], r["status"]) for r in result["modes"])
+    if result.get("line"):
+        return _first_line(result["line"])
+    if result.get("checkpoint"):
+        return "{} the sample model".format("trained" if result.get("trained_now") else "loaded")
+    return ""
+
+
+def speed_rows(steps):
+    """Every bench row of the timed steps, one per (model, variant, batch), speed-ups over FP32 eager added."""
+    rows, seen = [], set()
+    for name in TIMED_STEPS:
+        for row in ((steps.get(name) or {}).get("bench") or {}).get("results", []):
+            key = (row.get("model"), row.get("variant"), row.get("batch"))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(dict(row, step=name))
+    return add_speedups(rows)
+
+
+def agreement_rows(steps):
+    """(backend label, precision, status, verify record) of every built variant, then of the PyTorch modes."""
+    found = []
+    for name in ENGINE_STEPS:
+        for artifact in ((steps.get(name) or {}).get("build") or {}).get("artifacts", []):
+            label = artifact.get("backend") + (" via torch2trt" if name == "torch2trt" else "")
+            found.append((label, artifact.get("precision"), artifact.get("status"), artifact.get("verify") or {},
+                          artifact.get("status_detail")))
+    for row in speed_rows(steps):
+        if row.get("backend") == "torch" and row.get("agreement") is not None and row.get("batch") == 64:
+            found.append(("torch ({})".format(row.get("torch_mode")), row.get("precision"), row.get("status"),
+                          {"top1_agreement": row["agreement"], "images": 64}, None))
+    return found
+
+
+def _pct(value):
+    return "{:.2%}".format(value) if value is not None else "-"
+
+
+def _agreement_table(steps):
+    rows = agreement_rows(steps)
+    if not rows:
+        return ["No variant was verified."]
+    lines = ["| backend | precision | status | top-1 agreement | max abs diff | accuracy | images |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for label, precision, status, verify, detail in rows:
+        diff = verify.get("max_abs_diff")
+        outcome = status if not detail else "{}: {}".format(status, _first_line(detail, 120))
+        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+            label, (precision or "").upper(), outcome,
+            _pct(verify.get("top1_agreement")), "{:.2e}".format(diff) if diff is not None else "-",
+            _pct(verify.get("accuracy")), verify.get("images", "-")))
+    return lines
+
+
+def _rtx_section(result):
+    if not result:
+        return ["Not attempted."]
+    status = result.get("status")
+    if status == "skipped":
+        return ["Skipped: {}".format(result.get("reason"))]
+    if status in ("failed", "timeout"):
+        return ["{}: `{}`".format(status.capitalize(), _first_line(result.get("error"), 600))]
+    built = ((result.get("build") or {}).get("artifacts") or [])
+    lines = []
+    if status != "refused":
+        ran = [a for a in built if a.get("status") in ("ok", "failing")]
+        lines.append("Ran {} of {} engines on this GPU (targets: {}; kernels specialized {}).".format(
+            len(ran), len(built), ", ".join((built[0].get("backend_info") or {}).get("compute_capabilities") or
+                                            ["TensorRT-RTX's default"]) if built else "-",
+            ((ran[0].get("ran_on") or {}).get("kernel_specialization") or "lazily") if ran else "-"))
+        return lines
+    refusal = result.get("refusal") or {}
+    lines.append("trtkit refused to run the engines here: `{}`".format(refusal.get("trtkit")))
+    load = refusal.get("tensorrt_rtx_load") or {}
+    lines += ["", "TensorRT-RTX {} asked to load `{}` anyway: deserialized {}, execution context {}{}.".format(
+        load.get("tensorrt_version", ""), load.get("path"), _yes(load.get("deserialized")), _yes(load.get("context")),
+        ", error `{}`".format(load["error"]) if load.get("error") else "")]
+    lines += _messages(load.get("messages"))
+    current = refusal.get("current_target") or {}
+    if current:
+        if current.get("built"):
+            again = current.get("load") or {}
+            lines += ["", "An FP32 engine built for this GPU (target CURRENT) built; loading it: deserialized {}, "
+                      "execution context {}.".format(_yes(again.get("deserialized")), _yes(again.get("context")))]
+            lines += _messages(again.get("messages"))
+        else:
+            lines += ["", "Building an FP32 engine for this GPU (target CURRENT) failed: `{}`".format(
+                _first_line(current.get("error"), 600))]
+            lines += _messages(current.get("messages"))
+    return lines
+
+
+def _yes(value):
+    return "yes" if value else "no"
+
+
+def _messages(messages):
+    if not messages:
+        return []
+    return ["", "```"] + [_first_line(m, 400) for m in messages[-6:]] + ["```"]
+
+
+def _training_section(result):
+    if not result:
+        return ["Not attempted."]
+    if result.get("status") in ("skipped", "failed", "timeout"):
+        return ["{}: {}".format(result["status"].capitalize(), _first_line(result.get("reason") or result.get("error"),
+                                                                            600))]
+    lines = ["Data: {}; {} epochs of batch {} per mode, the first left out of the time.".format(
+        result.get("data"), (result.get("config") or {}).get("epochs"), (result.get("config") or {}).get("batch_size")),
+        "", "```", result.get("table", ""), "```"]
+    return lines
+
+
+def markdown_report(record):
+    """The whole gpu_check.md text from the run's record (see ``gpu_check.run``)."""
+    steps = record.get("steps", {})
+    device = record.get("device") or {}
+    gpus = device.get("gpus") or []
+    lines = ["# trtkit GPU check: {}".format(gpus[0]["name"] if gpus else "no NVIDIA GPU"), "",
+             "Device: {}".format(describe(device) if device else "unknown"), "",
+             "Run {} for {} s of a {:.0f} s budget: `{}`.".format(
+                 record.get("started"), record.get("seconds"), record.get("budget_seconds", 0), record.get("command")),
+             "", "## Steps", "", "| step | outcome | seconds | detail |", "|---|---|---:|---|"]
+    for planned in record.get("plan", []):
+        result = steps.get(planned["step"]) or {"status": "not reached"}
+        lines.append("| {} | {} | {} | {} |".format(planned["step"], result.get("status"),
+                                                  result.get("wall_seconds", "-"),
+                                                  step_detail(result).replace("|", "/")))
+    rows = speed_rows(steps)
+    lines += ["", "## Inference speed", ""]
+    if rows:
+        table, notes = markdown_table({"results": rows})
+        lines += ["Sample ResNet18 (64x64 digits). FPS from throughput mode, host<->device copies included; "
+                  "speed-up over PyTorch FP32 eager at the same batch; agreement = top-1 agreement with PyTorch "
+                  "FP32. Figures are short (a check that every path runs, not a benchmark): for publishable "
+                  "numbers use `trtkit bench`.", "", table]
+        if notes:
+            lines += ["", "Notes:"] + notes
+    else:
+        lines.append("Nothing was timed.")
+    lines += ["", "## Agreement with PyTorch FP32 (held-out sample images)", ""] + _agreement_table(steps)
+    lines += ["", "## TensorRT-RTX on this GPU", ""] + _rtx_section(steps.get("tensorrt-rtx"))
+    lines += ["", "## Training speed by precision mode", ""] + _training_section(steps.get("training"))
+    return "\n".join(lines) + "\n"

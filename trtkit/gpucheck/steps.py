@@ -1,0 +1,280 @@
+"""The steps of ``gpu_check``, each run in a child process: ``python -m trtkit.gpucheck.steps REQUEST.json``.
+
+Why a child per step: a step can crash the interpreter (a TensorRT engine on a
+GPU it was not built for, a CUDA error) or hang in a compiler, and the next
+step must still run; the parent (``gpu_check.run``) kills a child that outlives
+its share of the time budget. The child reads its request (step, seconds,
+work folder, options), writes its result JSON (also part-way, so a killed step
+keeps what it had), and never raises: a failure is ``{"status": "failed",
+"error": the exact text}``.
+
+Every step reuses trtkit: timing through ``trtkit.bench`` (plan, measure,
+matrix), engines through ``trtkit.build.build`` (which verifies each variant
+against PyTorch FP32 on held-out sample images), training through
+``trtkit.training``.
+"""
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+from trtkit.errors import TrtkitError
+from trtkit.fileio import read_json, write_json
+
+TORCH_SIZES = (1, 64, 256)
+ENGINE_SIZES = (1, 64)
+ENGINE_PROFILE = (1, 64, 64)
+BENCH_IMAGES = 256
+FIGURE_COST = 6.0  # a cell's time in units of per-figure seconds: 4 figures on a GPU plus their warm-ups
+
+
+def bench_options(seconds, cells, sizes, fixed=0.0):
+    """BenchOptions whose cells fit in ``seconds`` (minus ``fixed`` one-off costs): short figures, one pass."""
+    from trtkit.bench.plan import BenchOptions
+    per_figure = max(0.05, min(1.0, (seconds - fixed) / float(max(1, cells) * FIGURE_COST)))
+    return BenchOptions(batch_sizes=sizes, seconds=per_figure, warmup=min(0.3, per_figure),
+                        max_seconds=2.0 * per_figure, min_iterations=5, min_rounds=3, repeats=1,
+                        agree_images=64, pin=False)
+
+
+def _bench(variants, images, options):
+    from trtkit.bench.matrix import run_matrix
+    result = run_matrix(variants, images, options, progress_label="timing")
+    rows = result["results"]
+    ok = sum(1 for r in rows if r.get("status") == "ok")
+    result["summary"] = {"rows": len(rows), "ok": ok}
+    return result
+
+
+def _sample_contract():
+    from trtkit.sample import sample_model
+    model, path, _ = sample_model()
+    return model.input_contract, path
+
+
+def _sample_images(contract):
+    from trtkit.bench.plan import load_bench_images
+    images, _ = load_bench_images({"model": {"input": contract.to_dict()}, "data": {"source": "sample"}},
+                                  count=BENCH_IMAGES)
+    return images
+
+
+# ---------------------------------------------------------------- steps
+
+def step_device(request, save):
+    from trtkit.bench.device import describe, device_record
+    record = device_record()
+    return {"status": "ok", "device": record, "line": describe(record)}
+
+
+def step_sample_model(request, save):
+    from trtkit.sample import sample_model
+    model, path, trained = sample_model()
+    return {"status": "ok", "checkpoint": path, "trained_now": trained,
+            "accuracy": (getattr(model, "trtkit_meta", None) or {}).get("accuracy")}
+
+
+def _torch_step(request, modes, fixed):
+    from trtkit.bench.plan import plan_from_flags
+    contract, checkpoint = _sample_contract()
+    options = bench_options(request["seconds"] * 0.7, len(modes) * len(TORCH_SIZES), TORCH_SIZES, fixed)
+    variants = plan_from_flags(options, checkpoint=checkpoint, input_size=contract.size, torch_modes=list(modes))
+    result = _bench(variants, _sample_images(contract), options)
+    status = "ok" if result["summary"]["ok"] == result["summary"]["rows"] else "partial"
+    return {"status": status, "bench": result}
+
+
+def step_torch_baselines(request, save):
+    return _torch_step(request, ["fp32", "half", "autocast", "channels_last"], fixed=10.0)
+
+
+def step_torch_compile(request, save):
+    # eager FP32 again: the agreement reference of this run (the report keeps the baselines' own row)
+    return _torch_step(request, ["fp32", "compile"], fixed=min(90.0, request["seconds"] * 0.6))
+
+
+def _build(request, backend, precisions, tensorrt=None):
+    from trtkit.build import BuildOptions, build
+    options = BuildOptions(backend=backend, precisions=precisions, out=os.path.join(request["work"], request["step"]),
+                           data="sample", throughput_seconds=0, tensorrt=tensorrt)
+    return build(options)
+
+
+def summarize_build(manifest):
+    """What the report needs from a build manifest: per variant its status, verification and what ran it."""
+    keep = ("name", "precision", "backend", "status", "status_detail", "verify", "bytes", "build_seconds",
+            "ran_on", "min_agreement", "kept_fp32_ops")
+    artifacts = []
+    for artifact in manifest["artifacts"]:
+        item = dict((k, artifact.get(k)) for k in keep if k in artifact)
+        info = artifact.get("backend_info") or {}
+        item["backend_info"] = dict((k, info.get(k)) for k in ("tensorrt_version", "precision_built",
+                                                               "compute_capabilities", "note", "via", "gpu")
+                                    if k in info)
+        artifacts.append(item)
+    return {"backend": manifest.get("backend"), "export": manifest.get("export"), "data": manifest.get("data"),
+            "build_seconds": manifest.get("build_seconds"), "artifacts": artifacts}
+
+
+def _engine_step(request, save, backend, precisions, tensorrt=None, label_suffix=None):
+    """Build (and verify) every precision, save, then time the variants that ran at ``ENGINE_SIZES``."""
+    from trtkit.bench.plan import load_bench_images, plan_from_manifest
+    started = time.time()
+    manifest = _build(request, backend, precisions, tensorrt)
+    result = {"status": "running", "backend": backend, "build": summarize_build(manifest)}
+    save(result)
+    ran = [a for a in manifest["artifacts"] if a.get("status") in ("ok", "failing")]
+    if ran:
+        left = request["seconds"] * 0.85 - (time.time() - started)
+        options = bench_options(left, len(ran) * len(ENGINE_SIZES), ENGINE_SIZES, fixed=5.0 * len(ran))
+        variants = plan_from_manifest(manifest, options, backends=[backend], torch_modes=None)
+        for variant in variants:
+            variant.label += label_suffix or ""
+        images, _ = load_bench_images(manifest, count=BENCH_IMAGES)
+        result["bench"] = _bench(variants, images, options)
+    failing = [a for a in manifest["artifacts"] if a.get("status") != "ok"]
+    result["status"] = "ok" if not failing else ("partial" if ran else "not run")
+    result["manifest"] = dict((k, v) for k, v in manifest.items() if k != "_dir")
+    return result, manifest
+
+
+def step_tensorrt_rtx(request, save):
+    from trtkit.backends.tensorrt.options import TensorRTOptions
+    result, manifest = _engine_step(request, save, "tensorrt-rtx", "fp32,fp16,int8",
+                                    TensorRTOptions(batch=ENGINE_PROFILE))
+    if result["status"] == "not run":
+        result["status"] = "refused"
+        save(result)
+        result["refusal"] = rtx_refusal(request, manifest)
+    return result
+
+
+def rtx_refusal(request, manifest):
+    """TensorRT-RTX on a GPU trtkit will not run it on: trtkit's reason, TensorRT-RTX's own words loading the
+    engine anyway, and whether an engine built for this very GPU (target CURRENT) builds and loads."""
+    from trtkit.backends import get_backend
+    from trtkit.backends.base import BuildInputs
+    from trtkit.backends.tensorrt.options import TensorRTOptions
+    from trtkit.backends.tensorrt.runner import probe_engine
+    from trtkit.contract import InputContract
+    from trtkit.manifest import artifact_path
+    first = manifest["artifacts"][0]
+    record = {"trtkit": first.get("status_detail"), "engine": first["name"],
+              "tensorrt_rtx_load": probe_engine(artifact_path(manifest, first), "tensorrt-rtx")}
+    current = {"targets": ["current"], "built": False, "error": None, "load": None}
+    out = os.path.join(request["work"], "rtx-current", "{}.current.engine".format(first["name"]))
+    options = TensorRTOptions(batch=ENGINE_PROFILE, compute_capabilities=["current"])
+    inputs = BuildInputs(contract=InputContract.from_dict(manifest["model"]["input"]), default_batch=ENGINE_PROFILE,
+                         work_dir=os.path.dirname(out), tensorrt=options)
+    with captured_stderr() as said:
+        try:
+            get_backend("tensorrt-rtx").build(os.path.join(manifest["_dir"], first["onnx"]), "fp32", out, inputs)
+            current["built"] = True
+        except Exception as exc:
+            current["error"] = "{}: {}".format(exc.__class__.__name__, exc)
+    current["messages"] = [line for line in said if "[E]" in line or "rror" in line][-6:]
+    if current["built"]:
+        current["load"] = probe_engine(out, "tensorrt-rtx")
+    record["current_target"] = current
+    return record
+
+
+@contextlib.contextmanager
+def captured_stderr():
+    """Yield a list that receives the lines written to file descriptor 2 inside the block (TensorRT's logger
+    writes there from C++), and copy them to the real stderr afterwards, so the log keeps them too."""
+    lines = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read()
+            sys.stderr.write(text)
+            lines.extend(text.splitlines())
+
+
+def step_tensorrt(request, save):
+    from trtkit.backends.tensorrt.options import TensorRTOptions
+    return _engine_step(request, save, "tensorrt", "fp32,fp16,int8", TensorRTOptions(batch=ENGINE_PROFILE))[0]
+
+
+def step_torch2trt(request, save):
+    from trtkit.backends.tensorrt.options import TensorRTOptions
+    return _engine_step(request, save, "tensorrt", "fp32,fp16,int8",
+                        TensorRTOptions(batch=ENGINE_PROFILE, via="torch2trt"), " via torch2trt")[0]
+
+
+def step_onnxruntime_cuda(request, save):
+    return _engine_step(request, save, "onnxruntime", "fp32,fp16", label_suffix=" (CUDA)")[0]
+
+
+def step_training(request, save):
+    from trtkit.training.config import TrainConfig
+    from trtkit.training.report import format_table
+    from trtkit.training.runner import compare_modes
+    work = request["work"]
+    data = (request.get("options") or {}).get("train_data")
+    described = data
+    if not data:
+        from trtkit.gpucheck.cifar_like import write_cifar_like
+        train = int(max(5000, min(50000, request["seconds"] * 150)))
+        data = write_cifar_like(os.path.join(work, "cifar-like"), train=train, test=max(1000, train // 5))
+        described = "synthetic CIFAR-shaped (32x32 RGB, 10 classes): {} training, {} held-out images".format(
+            train, max(1000, train // 5))
+    config = TrainConfig(model="resnet18", data=data, input_size=32, stem="cifar", epochs=3, batch_size=256,
+                         device="cuda", seed=0)
+    rows, device = compare_modes(["fp32", "amp", "half"], config, os.path.join(work, "training"))
+    for row in rows:
+        row.pop("checkpoint", None)
+    ran = [r for r in rows if r["status"] == "ok"]
+    return {"status": "ok" if len(ran) == len(rows) else ("partial" if ran else "not run"), "data": described,
+            "config": config.to_dict(), "device": device, "modes": rows, "table": format_table(rows, device)}
+
+
+STEP_FUNCTIONS = {"device": step_device, "sample-model": step_sample_model, "torch-baselines": step_torch_baselines,
+                  "tensorrt-rtx": step_tensorrt_rtx, "tensorrt": step_tensorrt, "torch2trt": step_torch2trt,
+                  "onnxruntime-cuda": step_onnxruntime_cuda, "training": step_training,
+                  "torch-compile": step_torch_compile}
+
+
+def error_record(exc):
+    """The exact error: type and message (with a TrtkitError's hint), and the traceback for anything else."""
+    record = {"status": "failed", "error": "{}: {}".format(exc.__class__.__name__, exc)}
+    if not isinstance(exc, TrtkitError):
+        record["traceback"] = traceback.format_exc()[-4000:]
+    return record
+
+
+def main(argv=None):
+    """Run the step a request file names; the result file is written whatever happens."""
+    argv = sys.argv[1:] if argv is None else argv
+    request = read_json(argv[0])
+    started = time.time()
+
+    def save(result):
+        result = dict(result, step=request["step"], seconds=round(time.time() - started, 1))
+        write_json(request["result"], result)
+
+    try:
+        function = STEP_FUNCTIONS.get(request["step"])
+        if function is None:
+            raise TrtkitError("unknown step '{}'".format(request["step"]))
+        result = function(request, save)
+    except Exception as exc:
+        result = error_record(exc)
+    save(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
