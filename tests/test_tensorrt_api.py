@@ -251,3 +251,15 @@ def test_tensorrt_rtx_is_chosen_only_for_gpus_it_has_a_target_for():
         gpu = {"name": "GPU {}".format(cc), "compute_capability": cc}
         assert rtx_default_targets(trt, gpu) == (["current"] if runs else None)
     assert rtx_default_targets(trt, None) is None  # no GPU: TensorRT-RTX's own default set
+
+
+def test_tensorrt_rtx_loads_from_its_bindings_module_alone(tmp_path):
+    pytest.importorskip("tensorrt_rtx_bindings")
+    # a site where 'tensorrt_rtx' (the front package) is missing: a shadowing package that fails to import
+    shadow = tmp_path / "tensorrt_rtx"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text(u"raise ImportError('front package not installed')\n")
+    code = ("import sys; sys.path.insert(0, {!r}); from trtkit.backends.tensorrt import api; "
+            "m = api.load('tensorrt-rtx'); print(m.__name__, hasattr(m, 'Builder'))").format(str(tmp_path))
+    out = subprocess.check_output([sys.executable, "-c", code], cwd=ROOT, universal_newlines=True)
+    assert out.split() == ["tensorrt_rtx_bindings", "True"]

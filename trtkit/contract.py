@@ -27,22 +27,23 @@ class InputContract(object):
 
     Pixels are read as ``channel_order`` (rgb or bgr; 1-channel models get
     grayscale), scaled to 0..``pixel_scale`` (1 or 255), normalized as
-    ``(x - mean) / std`` (per channel, in the same scale), and fitted to the
+    ``(x - mean) / std`` (per channel, in the same scale; default ImageNet's for RGB, 0.5 for
+    grayscale), and fitted to the
     size by ``resize``: ``crop`` (shorter side to size/0.875, centre crop, as
     torchvision's ImageNet evaluation), ``pad`` (keep the aspect ratio, fit
     inside, pad right/bottom with zeros after normalization, as OCR models do)
     or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
     """
 
-    def __init__(self, size=224, mean=IMAGENET_MEAN, std=IMAGENET_STD, channels=3, channel_order="rgb",
+    def __init__(self, size=224, mean=None, std=None, channels=3, channel_order="rgb",
                  pixel_scale=1.0, resize="crop", class_names=None):
         self.height, self.width = parse_size(size)
         self.channels = int(channels)
         if self.channels not in (1, 3):
             raise InputError("trtkit handles 1- or 3-channel images, not {}".format(channels),
                              hint="use --channels 1 or 3")
-        self.mean = _per_channel(mean, self.channels, "mean")
-        self.std = _per_channel(std, self.channels, "std")
+        self.mean = _per_channel(_default_mean(self.channels) if mean is None else mean, self.channels, "mean")
+        self.std = _per_channel(_default_std(self.channels) if std is None else std, self.channels, "std")
         if any(s <= 0 for s in self.std):
             raise InputError("the normalization std must be positive, got {}".format(list(self.std)))
         self.channel_order = str(channel_order).lower()

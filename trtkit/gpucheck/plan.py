@@ -128,7 +128,7 @@ def _probe_deep(env):
     ort = _import(env, "onnxruntime")
     if ort is not None:
         env["ort_providers"] = list(ort.get_available_providers())
-    rtx = _import(env, "tensorrt_rtx")
+    rtx = _import(env, "tensorrt_rtx") or _import(env, "tensorrt_rtx_bindings")
     if rtx is not None:
         from trtkit.backends.tensorrt import api
         env["rtx_targets"] = api.rtx_targets(rtx)
@@ -149,9 +149,7 @@ def requirement_reason(key, env):
         if error:
             return "{} is installed but does not import ({})".format(key, error)
         if key == "tensorrt_rtx" and env["modules"].get("tensorrt_rtx_bindings"):
-            return ("tensorrt_rtx_bindings is installed but not its front package tensorrt_rtx: build a wheel "
-                    "from the tensorrt-rtx-cu12/-cu13 source archive of the same version (pure Python) and install "
-                    "it too (docs/gpu-check.md)")
+            return None  # trtkit loads the bindings module itself when the front package is missing
         return "{} is not installed ({})".format(key, install_hint(key))
     if key == "torch_cuda":
         if env.get("torch_cuda") is False:

@@ -92,17 +92,27 @@ def has(obj, name):
     return hasattr(obj, name)
 
 
+# modules that are the same API under another name, tried when the usual one is missing: ``tensorrt_rtx`` is
+# only ``from tensorrt_rtx_bindings import *``, and a machine given the wheels by hand may have the bindings alone
+FALLBACK_MODULES = {"tensorrt-rtx": ("tensorrt_rtx_bindings",)}
+
+
 def load(flavour):
     """Import the TensorRT module of ``flavour`` ("tensorrt" or "tensorrt-rtx")."""
-    return require(FLAVOURS[flavour], "the {} backend".format(flavour))
+    module = try_load(flavour)
+    if module is not None:
+        return module
+    return require(FLAVOURS[flavour], "the {} backend".format(flavour))  # raises, naming the pip extra
 
 
 def try_load(flavour):
     """The module, or None when it does not import (a broken install raises more than ImportError)."""
-    try:
-        return importlib.import_module(FLAVOURS[flavour])
-    except Exception:
-        return None
+    for name in (FLAVOURS[flavour],) + FALLBACK_MODULES.get(flavour, ()):
+        try:
+            return importlib.import_module(name)
+        except Exception:
+            continue
+    return None
 
 
 def version_tuple(trt):
