@@ -267,6 +267,7 @@ def _verify_all(state, records):
     import contextlib
     from trtkit.verify import Comparison, run_batches
     options = state.options
+    summary = {"images": 0, "seconds": 0.0, "images_per_second": None, "unreadable_images": 0}
     with contextlib.ExitStack() as stack:
         runners = {}
         for record in records:
@@ -280,15 +281,20 @@ def _verify_all(state, records):
                 continue
             runners[record["name"]] = (runner, Comparison())
         if not runners:
-            return
+            return summary
         reference = _reference_runner(state)
         labels_usable = state.labels_usable
+        start = time.time()
         for images, labels in state.selection.batches(options.batch_size, progress="verifying"):
+            summary["images"] += len(images)
             expected = reference(images)
             for runner, comparison in runners.values():
                 comparison.update(run_batches(runner, images, options.batch_size), expected,
                                   labels if labels_usable else None)
-        skipped = len(state.selection.skipped)
+        summary["seconds"] = round(time.time() - start, 2)
+        if summary["seconds"] > 0:
+            summary["images_per_second"] = round(summary["images"] / summary["seconds"], 1)
+        skipped = summary["unreadable_images"] = len(state.selection.skipped)
         for record in records:
             if record["name"] not in runners:
                 continue
@@ -300,6 +306,7 @@ def _verify_all(state, records):
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
             record["throughput_ips"] = _throughput(state, runner, record["throughput_batch"])
             _judge(record, options.min_agreement.get(record["precision"], 0.98))
+    return summary
 
 
 def _judge(record, threshold):
@@ -367,7 +374,7 @@ def _build_into(options, folder):
         manifest["artifacts"].append(_build_artifact(state, precision))
     log.info("verifying {} on {} held-out images ...".format(
         ", ".join(a["precision"] for a in manifest["artifacts"]), len(state.selection)))
-    _verify_all(state, manifest["artifacts"])
+    manifest["verification"] = _verify_all(state, manifest["artifacts"])
     manifest["build_seconds"] = round(time.time() - total_start, 2)
     manifest["files"] = folder.staged_files()
     save_manifest(folder.staging, manifest)
