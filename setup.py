@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def read_version():
-    with open(os.path.join(HERE, "trtkit", "__init__.py")) as handle:
+    with open(os.path.join(HERE, "trtkit", "_version.py")) as handle:
         return re.search(r'^__version__ = "([^"]+)"', handle.read(), re.M).group(1)
 
 

@@ -23,7 +23,7 @@ from trtkit.cli import script_main  # noqa: E402
 
 
 def build_sample(out, precisions):
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     for wanted in (precisions, "fp32,fp16"):
         try:
             return build(BuildOptions(out=out, precisions=wanted, throughput_seconds=0))

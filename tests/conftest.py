@@ -42,7 +42,7 @@ def sample():
 @pytest.fixture(scope="session")
 def sample_build(tmp_path_factory, sample):
     """A finished FP32+FP16 ONNX Runtime build of the sample model: (out dir, manifest dict)."""
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     out = str(tmp_path_factory.mktemp("sample_build"))
     manifest = build(BuildOptions(out=out, precisions="fp32,fp16", backend="onnxruntime",
                                   throughput_seconds=0.3))

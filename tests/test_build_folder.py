@@ -100,7 +100,7 @@ def test_killed_builds_leave_nothing_a_later_build_keeps(fp32_onnx, tmp_path):
 def test_a_build_interrupted_while_publishing_is_cleaned_up(sample_build, tmp_path, monkeypatch):
     """Interrupted between moving files in and the manifest: no manifest lies, the next build cleans up."""
     from trtkit import buildfolder
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     src, _ = sample_build
     options = dict(onnx=os.path.join(src, "resnet18.fp32.onnx"), model="resnet18", backend="onnxruntime",
                    throughput_seconds=0, verify_images=32)

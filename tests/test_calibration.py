@@ -264,7 +264,7 @@ def test_trt_calibration_cache_round_trip(entropy_result, fp32_onnx, tmp_path):
 
 @pytest.mark.parametrize("method", ["entropy", "percentile", "minmax"])
 def test_int8_build_accuracy(method, fp32_onnx, tmp_path):
-    from trtkit.build import BuildOptions, build, format_table
+    from trtkit.pipeline import BuildOptions, build, format_table
     from trtkit.precision.config import CalibrationConfig
     out = str(tmp_path / "b")
     manifest = build(BuildOptions(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
@@ -284,7 +284,7 @@ def test_int8_build_accuracy(method, fp32_onnx, tmp_path):
 
 
 def test_int8_gate_marks_failing_and_strict_exits(fp32_onnx, tmp_path):
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     from trtkit.precision.config import CalibrationConfig
     options = dict(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
                    throughput_seconds=0, verify_images=64, min_agreement={"int8": 1.01},

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from trtkit.build import BuildOptions, build  # noqa: E402
+from trtkit.pipeline import BuildOptions, build  # noqa: E402
 from trtkit.data import load_images  # noqa: E402
 from trtkit.export import export_onnx, torch_logits, validate_export  # noqa: E402
 

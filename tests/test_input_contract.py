@@ -70,7 +70,7 @@ def test_class_names_files(tmp_path):
 
 def test_non_square_checkpoint_builds_fp32_fp16_int8_and_rtx_engines(sample, tmp_path):
     """A torchvision-layout ResNet18 checkpoint at 96x160: export, FP16, INT8 and TensorRT-RTX all take 96x160."""
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     from trtkit.precision.config import CalibrationConfig
     from trtkit.source import ModelOptions
     _, checkpoint = sample

@@ -4,6 +4,8 @@ The package imports with numpy alone; torch, onnx, onnxruntime and TensorRT are
 imported by the modules that need them (see ``trtkit.deps``).
 """
 
-__version__ = "0.1.0"
+from trtkit._version import __version__  # noqa: F401
 
 from trtkit.errors import TrtkitError  # noqa: F401  (the one exception type users catch)
+
+from trtkit.api import BuildResult, build  # noqa: E402,F401  (light: heavy imports happen inside build())

@@ -14,7 +14,8 @@ import importlib
 import sys
 import traceback
 
-from trtkit import __version__, log
+from trtkit import log
+from trtkit._version import __version__
 from trtkit.errors import TrtkitError
 
 COMMANDS = [

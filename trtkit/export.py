@@ -50,14 +50,18 @@ def _has_dynamo_exporter(torch):
     return "dynamo" in params and available("onnxscript")
 
 
-def export_onnx(model, path, exporter="auto", opset=None, example=None):
-    """Export ``model`` (eval mode, CPU) to ``path`` atomically; returns (exporter used, opset)."""
+def export_onnx(model, path, exporter="auto", opset=None, example=None, contract=None):
+    """Export ``model`` (eval mode, CPU) to ``path`` atomically; returns (exporter used, opset).
+
+    ``contract`` is the model's InputContract (default: ``model.input_contract``, which trtkit's own
+    models carry); it sets the example input's shape and is recorded in the ONNX metadata.
+    """
     torch = require("torch", "exporting to ONNX")
     require("onnx", "exporting to ONNX")
     if exporter not in EXPORTERS:
         raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
     model = model.eval().cpu()
-    contract = model.input_contract
+    contract = contract or model.input_contract
     if example is None:
         example = torch.zeros((2,) + contract.shape, dtype=torch.float32)
     use_dynamo = exporter == "dynamo" or (exporter == "auto" and _has_dynamo_exporter(torch))

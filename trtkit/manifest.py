@@ -14,7 +14,7 @@ Schema (version 1), extended by later steps but never broken:
 import os
 import time
 
-from trtkit import __version__
+from trtkit._version import __version__
 from trtkit.errors import InputError
 from trtkit.fileio import read_json, write_json
 

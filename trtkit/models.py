@@ -6,7 +6,7 @@ same parameter shapes, same forward pass. A torchvision checkpoint therefore
 loads with ``strict=True`` and gives the same outputs. Each model carries its
 input contract (size, mean, std) so every later step preprocesses alike.
 
-``torchvision:<name>`` selects torchvision's own constructor when it imports.
+``torchvision:<name>`` and ``timm:<name>`` select those libraries' constructors when they import.
 """
 
 import difflib
@@ -23,6 +23,7 @@ ARCHITECTURES = {
     "resnet50": ("bottleneck", (3, 4, 6, 3)),
 }
 STEMS = ("imagenet", "cifar")
+LIBRARY_PREFIXES = ("torchvision:", "timm:")
 
 
 def model_names():
@@ -32,12 +33,15 @@ def model_names():
 
 def check_model_name(name):
     """Raise InputError with close suggestions for an unknown model name."""
-    if name.startswith("torchvision:"):
+    if name.startswith(LIBRARY_PREFIXES):
+        if not name.split(":", 1)[1]:
+            raise InputError("'{}' names no model".format(name), hint="e.g. timm:mobilenetv3_small_100")
         return
     if name not in ARCHITECTURES:
         close = difflib.get_close_matches(name.lower(), model_names(), n=3, cutoff=0.5)
         hint = "did you mean {}?".format(" or ".join(close)) if close else "choose one of {}".format(", ".join(model_names()))
-        raise InputError("unknown model '{}'".format(name), hint=hint + " (or torchvision:<name> when torchvision is installed)")
+        raise InputError("unknown model '{}'".format(name),
+                         hint=hint + " (or torchvision:<name> / timm:<name> when that library is installed)")
 
 
 def _build_classes():
@@ -157,6 +161,8 @@ def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=
         raise InputError("unknown stem '{}'".format(stem), hint="use one of {}".format(", ".join(STEMS)))
     if name.startswith("torchvision:"):
         model = _torchvision_model(name.split(":", 1)[1], num_classes)
+    elif name.startswith("timm:"):
+        model = _timm_model(name.split(":", 1)[1], num_classes)
     else:
         kind, layers = ARCHITECTURES[name]
         classes = _classes()
@@ -184,6 +190,19 @@ def _torchvision_model(arch, num_classes):
     if builder is None:
         raise InputError("torchvision has no model '{}'".format(arch))
     return builder(num_classes=num_classes)
+
+
+def _timm_model(arch, num_classes):
+    try:
+        import timm
+    except Exception as exc:
+        raise InputError("timm:{} needs timm, which does not import here ({})".format(arch, exc),
+                         hint="pip install timm (its weights are not downloaded: pass --checkpoint)")
+    if arch not in timm.list_models():
+        close = difflib.get_close_matches(arch, timm.list_models(), n=3, cutoff=0.6)
+        raise InputError("timm has no model '{}'".format(arch),
+                         hint="did you mean {}?".format(" or ".join(close)) if close else "see timm.list_models()")
+    return timm.create_model(arch, pretrained=False, num_classes=num_classes)
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -246,7 +265,12 @@ def read_checkpoint(path):
 
 
 def infer_num_classes(state_dict):
+    """Classes of a classifier checkpoint: rows of ``fc.weight`` (ResNets), else of its last 2-D weight
+    (``classifier.weight``, ``head.fc.weight``: torchvision's and timm's other heads)."""
     weight = state_dict.get("fc.weight")
+    if weight is None:
+        matrices = [v for k, v in state_dict.items() if k.endswith("weight") and len(v.shape) == 2]
+        weight = matrices[-1] if matrices else None
     return int(weight.shape[0]) if weight is not None else None
 
 
@@ -268,7 +292,8 @@ def load_model(name, checkpoint, num_classes=None, input_size=None):
     name = name or meta.get("arch") or "resnet18"
     found = infer_num_classes(state)
     if found is None:
-        raise ModelMismatch("{} has no 'fc.weight': it is not a ResNet classifier checkpoint".format(checkpoint),
+        raise ModelMismatch("{} has no classifier weight (fc.weight or a last 2-D weight): it is not a classifier "
+                            "checkpoint".format(checkpoint),
                             hint="pass --onnx for other architectures")
     if num_classes is not None and num_classes != found:
         raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, found, num_classes),

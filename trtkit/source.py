@@ -9,17 +9,22 @@ record. ``trtkit build`` and ``trtkit calibrate`` both go through it, so the
 two never disagree on what a flag means.
 """
 
+import hashlib
 import os
+import re
 
 from trtkit import log
 from trtkit.contract import InputContract, parse_size, resolve
-from trtkit.errors import InputError
+from trtkit.deps import require
+from trtkit.errors import InputError, ModelMismatch
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
 
 
 class ModelOptions(object):
-    """``model``: architecture name (or the name given to an ONNX model); ``checkpoint``: PyTorch file
+    """``model``: architecture name (or the name given to an ONNX model), or a ``torch.nn.Module`` (any
+    classifier; ``input_size`` is then required, the class count comes from its output, ``checkpoint``
+    optionally holds its weights); ``checkpoint``: PyTorch file
     (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
     count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
     InputContract fields to override ({"mean": ..., "resize": ...}, see ``InputContract.overrides_from_args``);
@@ -29,6 +34,16 @@ class ModelOptions(object):
                  input=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
+        self.module = None
+        if model is not None and not isinstance(model, str):
+            if not hasattr(model, "state_dict") or not callable(model):
+                raise InputError("model must be a name or a torch.nn.Module, got {}".format(type(model).__name__))
+            if onnx:
+                raise InputError("give a module or an ONNX file, not both")
+            if input_size is None and "size" not in (input or {}):
+                raise InputError("a torch.nn.Module needs input_size (e.g. input_size=(224, 224))",
+                                 hint="trtkit exports it with an example input of that size")
+            self.module, model = model, None
         if exporter not in EXPORTERS:
             raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
         if num_classes is not None and int(num_classes) < 1:
@@ -98,6 +113,8 @@ def resolve_model(options, work_dir):
     """The ModelSource for ``options``; an ONNX source is normalized into ``work_dir/NAME.fp32.onnx``."""
     if options.onnx:
         return _onnx_source(options, work_dir)
+    if options.module is not None:
+        return _module_source(options)
     return _torch_source(options)
 
 
@@ -152,3 +169,42 @@ def _torch_source(options):
             "input": contract.to_dict()}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=model.num_classes)
+
+
+def _module_source(options):
+    """Any ``torch.nn.Module`` a Python caller hands over: weights from ``checkpoint`` when given."""
+    torch = require("torch", "building a PyTorch module")
+    from trtkit.models import checkpoint_parts, load_checkpoint_payload
+    module = options.module.eval().cpu()
+    if options.checkpoint:
+        state, _ = checkpoint_parts(load_checkpoint_payload(options.checkpoint), options.checkpoint)
+        try:
+            module.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise ModelMismatch("{} does not fit {}: {}".format(
+                options.checkpoint, type(module).__name__, str(exc).splitlines()[0][:300]),
+                hint="pass the checkpoint saved from this module's state_dict")
+    contract = resolve(None, options.input_overrides())
+    with torch.no_grad():
+        try:
+            out = module(torch.zeros((1,) + contract.shape))
+        except Exception as exc:
+            raise InputError("the module does not run on a {} input: {}".format(
+                "x".join(str(d) for d in (1,) + contract.shape), str(exc).splitlines()[0][:200]),
+                hint="check input_size and channels")
+    if not hasattr(out, "shape") or out.dim() != 2:
+        raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs".format(
+            tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
+            hint="end the module with torch.flatten(x, 1) before the last layer, or return logits only")
+    num_classes = int(out.shape[1])
+    if options.num_classes is not None and options.num_classes != num_classes:
+        raise InputError("the module outputs {} classes, not {}".format(num_classes, options.num_classes))
+    name = re.sub(r"[^a-z0-9_-]+", "_", type(module).__name__.lower()).strip("_") or "model"
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        digest.update(key.encode("utf-8"))
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    info = {"name": name, "source": "module", "class": "{}.{}".format(type(module).__module__, type(module).__name__),
+            "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
+            "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict()}
+    return ModelSource(name, contract, info, torch_model=module, num_classes=num_classes)

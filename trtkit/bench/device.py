@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 
-from trtkit import __version__
+from trtkit._version import __version__
 from trtkit.bf16 import CPU_BF16_FLAGS
 from trtkit.bench import affinity
 

@@ -21,7 +21,7 @@ sub-folders of images, a CIFAR-10 python folder, or a .npy/.npz file."""
 
 
 def add_arguments(parser):
-    from trtkit.build import BuildOptions
+    from trtkit.pipeline import BuildOptions
     BuildOptions.add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the manifest as JSON instead of the table")
 
@@ -29,7 +29,7 @@ def add_arguments(parser):
 def run(args):
     import json
     from trtkit import log
-    from trtkit.build import BuildOptions, build, format_table
+    from trtkit.pipeline import BuildOptions, build, format_table
     manifest = build(BuildOptions.from_args(args))
     out_dir = manifest.pop("_dir")
     if args.json:

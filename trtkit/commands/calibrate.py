@@ -56,7 +56,7 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
     if onnx_path is None:
         from trtkit.export import export_onnx
         onnx_path = os.path.join(out_dir, name + ".fp32.onnx")
-        export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter)
+        export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, contract=source.contract)
     data = config.data_or("sample")
     images = load_calibration_images(data, source.contract, config.images, seed=config.seed)
     result = calibrate(onnx_path, images, config.method, config.batch, config.percentile, use_cache=config.use_cache)

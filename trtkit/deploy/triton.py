@@ -15,7 +15,8 @@ import re
 import shutil
 import tempfile
 
-from trtkit import __version__, log
+from trtkit import log
+from trtkit._version import __version__
 from trtkit.deploy.triton_config import TritonOptions, model_config_pb2, model_config_text, parse_model_config, \
     plan_batching
 from trtkit.deploy.triton_io import artifact_io, artifact_kind

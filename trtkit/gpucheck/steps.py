@@ -9,7 +9,7 @@ keeps what it had), and never raises: a failure is ``{"status": "failed",
 "error": the exact text}``.
 
 Every step reuses trtkit: timing through ``trtkit.bench`` (plan, measure,
-matrix), engines through ``trtkit.build.build`` (which verifies each variant
+matrix), engines through ``trtkit.pipeline.build`` (which verifies each variant
 against PyTorch FP32 on held-out sample images), training through
 ``trtkit.training``.
 """
@@ -97,7 +97,7 @@ def step_torch_compile(request, save):
 
 
 def _build(request, backend, precisions, tensorrt=None):
-    from trtkit.build import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, build
     options = BuildOptions(backend=backend, precisions=precisions, out=os.path.join(request["work"], request["step"]),
                            data="sample", throughput_seconds=0, tensorrt=tensorrt)
     return build(options)

@@ -14,7 +14,7 @@ another method reuses the histograms and recomputes only the ranges; another
 model or data recomputes everything. A cache file that fails to load or does
 not fit the model is reported and recomputed, never trusted.
 
-``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/build.py``):
+``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/pipeline.py``):
 it calibrates on the *train* split (verification uses the held-out split),
 writes the Q/DQ ONNX in the encoding the backend asks for
 (``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report,

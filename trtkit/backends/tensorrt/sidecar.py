@@ -9,7 +9,7 @@ can say plainly what differs and that the engine must be rebuilt on this device.
 import os
 import time
 
-from trtkit import __version__
+from trtkit._version import __version__
 from trtkit.errors import EngineMismatch, InputError
 from trtkit.fileio import read_json, sha256_file, write_json
 from trtkit.versions import parse_version

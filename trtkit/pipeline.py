@@ -146,7 +146,7 @@ def parse_precisions(value):
 class _Build(object):
     """The state of one build inside this module: what the steps before produced for the steps after.
 
-    Nothing outside ``build.py`` sees it; other packages get explicit arguments.
+    Nothing outside ``pipeline.py`` sees it; other packages get explicit arguments.
     """
 
     def __init__(self, options, folder, backend, source):
@@ -198,7 +198,8 @@ def _export(state):
     images = state.first_images
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
-    exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter)
+    exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
+                                  contract=state.source.contract)
     reference = torch_logits(model, images, options.batch_size)
     diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "

@@ -1,0 +1,74 @@
+"""trtkit.build(): the public Python API takes the CLI's options and any torch.nn.Module."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import trtkit  # noqa: E402
+from trtkit.errors import InputError  # noqa: E402
+
+
+class TinyNet(torch.nn.Module):
+    """Not a ResNet, not square: conv -> depthwise conv -> pool -> linear."""
+
+    def __init__(self, classes=10):
+        super(TinyNet, self).__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 8, 3, padding=1, groups=8), torch.nn.Hardswish(), torch.nn.AdaptiveAvgPool2d(1))
+        self.head = torch.nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.head(torch.flatten(self.features(x), 1))
+
+
+def test_a_module_builds_through_the_same_options_as_the_cli(tmp_path):
+    torch.manual_seed(0)
+    result = trtkit.build(model=TinyNet(), input_size=(24, 40), precision="fp32,fp16", backend="onnxruntime",
+                          out=str(tmp_path / "b"), bench_seconds=0, verify_images=64, resize="stretch")
+    assert isinstance(result, trtkit.BuildResult)
+    with open(os.path.join(result.dir, "manifest.json")) as handle:
+        assert json.load(handle) == result.manifest
+    model = result.manifest["model"]
+    assert model["source"] == "module" and model["name"] == "tinynet" and model["num_classes"] == 10
+    assert model["input"]["height"] == 24 and model["input"]["width"] == 40 and model["input"]["resize"] == "stretch"
+    fp32 = result.artifact("fp32")
+    assert os.path.isfile(fp32["file"]) and fp32["verify"]["top1_agreement"] == 1.0
+    assert result.manifest["options"]["verify_images"] == 64
+    with pytest.raises(InputError, match="no int8 artifact"):
+        result.artifact("int8")
+
+
+def test_unknown_options_and_missing_sizes_are_input_errors(tmp_path):
+    with pytest.raises(InputError) as info:
+        trtkit.build(calib_methd="minmax", out=str(tmp_path / "x"))
+    assert "no option 'calib_methd'" in str(info.value) and "calib_method" in str(info.value)
+    with pytest.raises(InputError, match="needs input_size"):
+        trtkit.build(model=TinyNet(), out=str(tmp_path / "x"))
+    with pytest.raises(InputError, match="does not run on a 1x3x8x8 input"):
+        trtkit.build(model=torch.nn.Linear(3, 2), input_size=8, out=str(tmp_path / "x"))
+    assert not os.path.exists(str(tmp_path / "x"))
+
+
+def test_module_weights_from_a_checkpoint_and_a_mismatch(tmp_path):
+    torch.manual_seed(1)
+    trained = TinyNet()
+    path = str(tmp_path / "tiny.pt")
+    torch.save({"state_dict": trained.state_dict()}, path)
+    result = trtkit.build(model=TinyNet(), checkpoint=path, input_size=32, precision="fp32", backend="onnxruntime",
+                          out=str(tmp_path / "b"), bench_seconds=0, verify_images=32)
+    assert result.manifest["model"]["checkpoint"] == os.path.abspath(path)
+    with pytest.raises(InputError, match="does not fit TinyNet"):
+        trtkit.build(model=TinyNet(classes=3), checkpoint=path, input_size=32, out=str(tmp_path / "c"))
+
+
+def test_infer_num_classes_reads_other_heads():
+    from trtkit.models import infer_num_classes
+    assert infer_num_classes({"fc.weight": np.zeros((7, 4))}) == 7
+    assert infer_num_classes({"features.0.weight": np.zeros((8, 3, 3, 3)), "classifier.3.weight": np.zeros((5, 16)),
+                              "classifier.3.bias": np.zeros(5)}) == 5
+    assert infer_num_classes({"conv.weight": np.zeros((8, 3, 3, 3))}) is None
