@@ -5,8 +5,9 @@
     python benchmarks/decode_rate.py --count 10000 --workers 1,2,4 --save
 
 Makes ``--count`` JPEGs (about 320x240, 10 class folders) in a temporary
-folder, then streams them in a fresh process per worker count (so each peak
-resident memory is its own) and prints images/s and peak RSS. ``--save``
+folder, then streams them in a fresh process per run (so each peak resident
+memory is its own), ``--repeat`` times per worker count, interleaved, and
+prints the median and best images/s and the peak RSS. ``--save``
 writes the table to benchmarks/results/<device>/decode_rate.txt. On a shared
 machine the rates are noisy: say so when quoting them.
 """
@@ -51,14 +52,27 @@ def measure(folder, workers, size, batch_size):
     start = time.time()
     selection = select(folder, InputContract(size=size), workers=workers)
     listed = time.time()
+    before = resource.getrusage(resource.RUSAGE_SELF)
     count = 0
     for images, _ in selection.batches(batch_size, progress=False):
         count += len(images)
     done = time.time()
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    peak_kb = usage.ru_maxrss
+    cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
     print(json.dumps({"workers": workers, "images": count, "list_s": round(listed - start, 3),
                       "decode_s": round(done - listed, 3), "rate": round(count / (done - listed), 1),
-                      "peak_rss_mb": round(peak_kb / 1024.0, 1), "skipped": len(selection.skipped)}))
+                      "peak_rss_mb": round(peak_kb / 1024.0, 1), "skipped": len(selection.skipped),
+                      "cpu_ms": round(1000.0 * cpu / max(count, 1), 3)}))
+
+
+def summarize(records):
+    """Median and best rate, largest peak RSS of repeated runs of one setting."""
+    rates = sorted(r["rate"] for r in records)
+    return dict(records[0], rate=rates[len(rates) // 2], best=rates[-1],
+                peak_rss_mb=max(r["peak_rss_mb"] for r in records),
+                list_s=sorted(r["list_s"] for r in records)[len(records) // 2],
+                cpu_ms=sorted(r["cpu_ms"] for r in records)[len(records) // 2])
 
 
 def device_name():
@@ -75,6 +89,7 @@ def main(argv=None):
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per worker count, interleaved (median shown)")
     parser.add_argument("--folder", default=None, help="stream this folder instead of making JPEGs")
     parser.add_argument("--save", action="store_true", help="write results/<device>/decode_rate.txt")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
@@ -88,22 +103,29 @@ def main(argv=None):
         start = time.time()
         make_jpegs(folder, args.count)
         print("made {} JPEGs in {:.1f}s ({})".format(args.count, time.time() - start, folder), file=sys.stderr)
+    load_before = os.getloadavg()[0]
     try:
-        rows = []
-        for workers in [int(w) for w in args.workers.split(",")]:
-            out = subprocess.check_output([sys.executable, os.path.abspath(__file__), "--measure", "--folder", folder,
-                                           "--workers", str(workers), "--size", str(args.size),
-                                           "--batch-size", str(args.batch_size)], universal_newlines=True)
-            rows.append(json.loads(out.strip().splitlines()[-1]))
+        runs = {}
+        counts = [int(w) for w in args.workers.split(",")]
+        for _ in range(args.repeat):  # interleaved, so a burst of load on a shared machine hits every setting
+            for workers in counts:
+                out = subprocess.check_output([sys.executable, os.path.abspath(__file__), "--measure", "--folder",
+                                               folder, "--workers", str(workers), "--size", str(args.size),
+                                               "--batch-size", str(args.batch_size)], universal_newlines=True)
+                runs.setdefault(workers, []).append(json.loads(out.strip().splitlines()[-1]))
+        rows = [summarize(runs[w]) for w in counts]
     finally:
         if temp:
             shutil.rmtree(temp, ignore_errors=True)
-    lines = ["decode rate: {} JPEGs (~320x240) -> {}x{} crop, batches of {}, {} on {} ({} cores)".format(
-        rows[0]["images"], args.size, args.size, args.batch_size, "select(...).batches()", platform.processor() or
-        platform.machine(), os.cpu_count()), "",
-        "| workers | images/s | decode s | listing s | peak RSS MB | skipped |", "|---|---|---|---|---|---|"]
+    lines = ["decode rate: {} JPEGs (~320x240) -> {}x{} crop, batches of {}, select(...).batches(), {} cores, "
+             "load average before {:.1f}, after {:.1f}".format(rows[0]["images"], args.size, args.size, args.batch_size,
+                                                             os.cpu_count(), load_before, os.getloadavg()[0]), "",
+        "| workers | images/s (median of {0}) | images/s (best) | CPU ms/image | listing s | peak RSS MB (max) | "
+        "skipped |".format(args.repeat), "|---|---|---|---|---|---|---|"]
     for row in rows:
-        lines.append("| {workers} | {rate} | {decode_s} | {list_s} | {peak_rss_mb} | {skipped} |".format(**row))
+        lines.append("| {workers} | {rate} | {best} | {cpu_ms} | {list_s} | {peak_rss_mb} | {skipped} |".format(**row))
+    lines += ["", "CPU ms/image is user+system time per image over all threads: with N idle cores the rate can reach",
+              "about N * 1000 / (CPU ms/image). A load average near the core count means other work shared the cores."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.save:
