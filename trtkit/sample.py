@@ -14,7 +14,18 @@ from trtkit.fileio import cache_dir
 SAMPLE_ARCH = "resnet18"
 SAMPLE_SIZE = 64
 SAMPLE_EPOCHS = 6
-RECIPE_VERSION = 2  # bump when the recipe changes, so caches retrain (2: trtkit.training loop)
+RECIPE_VERSION = 3  # bump when the recipe changes, so caches retrain (2: trtkit.training loop; 3: its contract)
+
+
+def sample_contract():
+    """The preprocessing the sample model is trained with, saved in its checkpoint.
+
+    The 8x8 digits are stretched to 64x64 (a centre crop would cut their edges)
+    and repeated to 3 channels, with ImageNet's mean/std; class names '0'..'9'.
+    Digit image files go through the same ``trtkit.data.preprocess``.
+    """
+    from trtkit.contract import InputContract
+    return InputContract(size=SAMPLE_SIZE, resize="stretch", class_names=[str(i) for i in range(10)])
 
 
 def sample_checkpoint_path():
@@ -33,7 +44,7 @@ def sample_model(retrain=False):
     from trtkit.data import load_images
     from trtkit.training import TrainConfig, fit, seed_everything
     seed_everything(0)
-    model = create_model(SAMPLE_ARCH, num_classes=10, input_size=SAMPLE_SIZE)
+    model = create_model(SAMPLE_ARCH, num_classes=10, contract=sample_contract())
     train_set = load_images("sample", model.input_contract, split="train")
     heldout = load_images("sample", model.input_contract, split="heldout")
     log.info("training the sample model: {} on {} digits images at {}x{} (first run only; cached in {})".format(

@@ -1,0 +1,155 @@
+"""One preprocessing for every source: crop is torchvision's ImageNet evaluation pixel for pixel; pad, stretch,
+channel order, pixel scale and channel conversion give the values the contract describes."""
+
+import os
+
+import numpy as np
+import pytest
+
+from trtkit.contract import InputContract
+from trtkit.data import preprocess, select
+from trtkit.data.decode import read_image
+
+Image = pytest.importorskip("PIL.Image")
+
+MEAN = np.asarray((0.485, 0.456, 0.406), np.float32).reshape(3, 1, 1)
+STD = np.asarray((0.229, 0.224, 0.225), np.float32).reshape(3, 1, 1)
+
+
+def torchvision_eval(image, size):
+    """torchvision's ``Resize(int(size / 0.875))`` + ``CenterCrop(size)`` + ToTensor + Normalize, written out.
+
+    Resize with an int: the short side becomes the int, the long side ``int(new_short * long / short)``
+    (torchvision.transforms.functional._compute_resized_output_size), no resize when the size is unchanged;
+    CenterCrop: offsets ``int(round((h - th) / 2.0))``.
+    """
+    w, h = image.size
+    short, long = (w, h) if w <= h else (h, w)
+    new_short = int(size / 0.875)
+    new_long = int(new_short * long / short)
+    new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
+    if (new_w, new_h) != (w, h):
+        image = image.resize((new_w, new_h), Image.BILINEAR)
+    top = int(round((new_h - size) / 2.0))
+    left = int(round((new_w - size) / 2.0))
+    pixels = np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
+    tensor = pixels.transpose(2, 0, 1).astype(np.float32) / np.float32(255.0)
+    return pixels, (tensor - MEAN) / STD
+
+
+def noise_png(path, width, height, seed=0, mode="RGB"):
+    shape = (height, width, 3) if mode == "RGB" else (height, width)
+    pixels = np.random.RandomState(seed).randint(0, 256, size=shape).astype(np.uint8)
+    Image.fromarray(pixels, mode).save(path)
+    return path
+
+
+@pytest.mark.parametrize("size", [224, 57])
+def test_crop_equals_torchvision_resize_and_center_crop_pixel_for_pixel(tmp_path, size):
+    contract = InputContract(size=size)
+    sizes = [(320, 240), (240, 320), (333, 251), (251, 333), (97, 131), (500, 100), (300, 300), (257, 256)]
+    for index, (width, height) in enumerate(sizes):
+        path = noise_png(str(tmp_path / "{}x{}.png".format(width, height)), width, height, seed=index)
+        got = read_image(path, contract)
+        with Image.open(path) as image:
+            pixels, expected = torchvision_eval(image.convert("RGB"), size)
+        assert got.shape == (3, size, size) and got.dtype == np.float32
+        recovered = np.round((got * STD + MEAN) * 255.0).astype(np.int64)  # the uint8 pixels the model got
+        np.testing.assert_array_equal(recovered, pixels.transpose(2, 0, 1), err_msg="{}x{}".format(width, height))
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_crop_of_a_non_square_target_covers_both_sides_then_centre_crops(tmp_path):
+    contract = InputContract(size=(48, 192))
+    path = noise_png(str(tmp_path / "wide.png"), 400, 100)
+    got = read_image(path, contract)
+    # both sides must cover 48/0.875 = 54 and 192/0.875 = 219: the width binds (400 -> 219, 100 -> 54)
+    with Image.open(path) as image:
+        resized = np.asarray(image.resize((219, 54), Image.BILINEAR), dtype=np.float32)
+    top, left = int(round((54 - 48) / 2.0)), int(round((219 - 192) / 2.0))
+    expected = (resized[top:top + 48, left:left + 192].transpose(2, 0, 1) / 255.0 - MEAN) / STD
+    assert got.shape == (3, 48, 192)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("width,height,content", [(100, 50, (48, 96)), (50, 200, (48, 12)), (1000, 100, (20, 192))])
+def test_pad_keeps_the_aspect_ratio_and_pads_right_and_bottom_with_zeros(tmp_path, width, height, content):
+    contract = InputContract(size=(48, 192), resize="pad", mean=0.5, std=0.5)
+    path = noise_png(str(tmp_path / "line.png"), width, height)
+    got = read_image(path, contract)
+    rows, cols = content
+    assert got.shape == (3, 48, 192)
+    with Image.open(path) as image:
+        resized = np.asarray(image.resize((cols, rows), Image.BILINEAR), dtype=np.float32)
+    np.testing.assert_allclose(got[:, :rows, :cols], (resized.transpose(2, 0, 1) / 255.0 - 0.5) / 0.5, atol=1e-5)
+    assert not got[:, rows:, :].any() and not got[:, :, cols:].any()  # zeros after normalization
+    assert np.abs(got[:, :rows, :cols]).sum() > 0
+
+
+def test_stretch_is_a_plain_resize_to_height_by_width(tmp_path):
+    contract = InputContract(size=(48, 192), resize="stretch")
+    path = noise_png(str(tmp_path / "any.png"), 33, 71)
+    got = read_image(path, contract)
+    with Image.open(path) as image:
+        resized = np.asarray(image.resize((192, 48), Image.BILINEAR), dtype=np.float32)
+    np.testing.assert_allclose(got, (resized.transpose(2, 0, 1) / 255.0 - MEAN) / STD, atol=1e-5)
+
+
+def _solid(tmp_path, value, mode="RGB", name="solid.png"):
+    path = str(tmp_path / name)
+    Image.new(mode, (40, 30), value).save(path)
+    return path
+
+
+def test_bgr_order_and_pixel_scale_255_give_the_expected_values_on_a_known_pixel(tmp_path):
+    path = _solid(tmp_path, (10, 100, 200))
+    rgb = read_image(path, InputContract(size=16))
+    np.testing.assert_allclose(rgb[:, 5, 5], (np.array([10, 100, 200]) / 255.0 - MEAN[:, 0, 0]) / STD[:, 0, 0],
+                               rtol=1e-6)
+    bgr = read_image(path, InputContract(size=16, channel_order="bgr", mean=(0.1, 0.2, 0.3), std=(0.5, 0.5, 0.5)))
+    np.testing.assert_allclose(bgr[:, 5, 5], (np.array([200, 100, 10]) / 255.0 - [0.1, 0.2, 0.3]) / 0.5, rtol=1e-6)
+    caffe = InputContract(size=16, channel_order="bgr", pixel_scale=255, mean=(104.0, 117.0, 123.0), std=1.0)
+    np.testing.assert_allclose(read_image(path, caffe)[:, 5, 5], [200 - 104.0, 100 - 117.0, 10 - 123.0], rtol=1e-6)
+    scaled = InputContract(size=16, pixel_scale=255, mean=(127.5,) * 3, std=(127.5,) * 3)
+    np.testing.assert_allclose(read_image(path, scaled)[:, 5, 5], (np.array([10, 100, 200]) - 127.5) / 127.5,
+                               rtol=1e-6)
+
+
+def test_grayscale_model_converts_rgb_data_with_pil_luma(tmp_path):
+    path = _solid(tmp_path, (10, 100, 200))
+    gray = select(str(tmp_path), InputContract(size=16, channels=1, mean=0.0, std=1.0)).load().images
+    luma = np.asarray(Image.new("RGB", (1, 1), (10, 100, 200)).convert("L"))[0, 0]
+    assert gray.shape == (1, 1, 16, 16)
+    np.testing.assert_allclose(gray[0, 0], luma / 255.0, rtol=1e-6)
+    os.remove(path)
+
+
+def test_rgb_model_repeats_the_channel_of_grayscale_data(tmp_path):
+    noise_png(str(tmp_path / "gray.png"), 50, 40, mode="L")
+    images = select(str(tmp_path), InputContract(size=24, mean=0.0, std=1.0)).load().images
+    assert images.shape == (1, 3, 24, 24)
+    assert np.array_equal(images[0, 0], images[0, 1]) and np.array_equal(images[0, 0], images[0, 2])
+    assert images[0, 0].std() > 0.01
+
+
+def test_pixels_arrays_and_pil_images_preprocess_alike():
+    pixels = np.random.RandomState(2).randint(0, 256, size=(30, 20, 3)).astype(np.uint8)
+    contract = InputContract(size=(12, 16), resize="pad")
+    np.testing.assert_array_equal(preprocess(pixels, contract), preprocess(Image.fromarray(pixels), contract))
+    gray = pixels[:, :, 0]
+    np.testing.assert_array_equal(preprocess(gray, contract), preprocess(gray[:, :, None], contract))
+    float_image = Image.fromarray(gray).convert("F")  # 'F' is read in 0..255 like 'L'
+    np.testing.assert_allclose(preprocess(float_image, InputContract(size=20, resize="stretch")),
+                               preprocess(gray, InputContract(size=20, resize="stretch")), atol=0.02)
+
+
+def test_jpeg_draft_decodes_large_images_smaller_with_small_pixel_changes(tmp_path):
+    y, x = np.mgrid[0:600, 0:800]
+    smooth = np.stack([x * 255 // 800, y * 255 // 600, (x + y) * 255 // 1400], axis=2).astype(np.uint8)
+    path = str(tmp_path / "big.jpg")
+    Image.fromarray(smooth).save(path, quality=95)
+    contract = InputContract(size=64, mean=0.0, std=1.0)
+    drafted = read_image(path, contract, draft=True)
+    full = read_image(path, contract, draft=False)
+    assert drafted.shape == full.shape == (3, 64, 64)
+    assert np.abs(drafted - full).max() < 6 / 255.0  # a few grey levels, the geometry unchanged

@@ -1,0 +1,129 @@
+"""The one function from pixels to a model input: ``preprocess(image, contract)`` -> float32 (C, H, W).
+
+Every source (image files, uint8 arrays, CIFAR-10 rows, the sample digits) goes
+through it, so verification, calibration, benchmarking and training see the same
+numbers for the same pixels. Resizing is PIL's BILINEAR on the image in its own
+mode (uint8 for 'L'/'RGB'), as torchvision's transforms do on PIL images:
+
+* ``crop``: torchvision's ImageNet evaluation, ``Resize(int(S / 0.875))`` +
+  ``CenterCrop(S)``, reproduced pixel for pixel for a square size S (the short
+  side becomes ``int(S / 0.875)``, the long side ``int(short * long / short0)``,
+  crop offsets ``int(round((h - th) / 2.0))``). For an HxW target the image is
+  scaled so that both sides cover H/0.875 and W/0.875, then centre-cropped.
+* ``pad``: keep the aspect ratio, fit inside HxW (the bound side filled, the
+  other rounded up, as PaddleOCR), zeros right/bottom *after* normalization.
+* ``stretch``: plain resize to HxW.
+
+Channels: a 1-channel model gets PIL's 'L' conversion of colour images; a
+3-channel model given grayscale repeats the channel. Pixel arrays are RGB.
+Then ``channel_order`` (bgr reverses), ``pixel_scale`` (0-1 or 0-255) and
+``(x - mean) / std`` per channel.
+"""
+
+import math
+
+import numpy as np
+
+from trtkit.contract import CROP_FRACTION
+from trtkit.deps import require
+from trtkit.errors import InputError
+
+_GRAY_MODES = ("L", "F")
+
+
+def _pil():
+    return require("PIL.Image", "reading images")
+
+
+def to_pil(pixels):
+    """A PIL image from a PIL image or a uint8 array: HxW, HxWx1 (grayscale) or HxWx3 (RGB)."""
+    Image = _pil()
+    if isinstance(pixels, Image.Image):
+        return pixels
+    array = np.asarray(pixels)
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] != 3):
+        raise InputError("pixels must be uint8 HxW or HxWx3 (RGB), got {} {}".format(array.dtype, array.shape),
+                         hint="float arrays are taken as already preprocessed (C, H, W)")
+    return Image.fromarray(np.ascontiguousarray(array), "L" if array.ndim == 2 else "RGB")
+
+
+def for_channels(image, channels):
+    """``image`` in the mode to resize in: 'L'/'F' kept (repeated to 3 channels later), else 'RGB' or 'L'."""
+    if image.mode in _GRAY_MODES:
+        return image
+    if channels == 1 or image.mode in ("1", "LA", "La") or image.mode.startswith("I"):
+        return image.convert("L")
+    return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def crop_resize_size(width, height, target_h, target_w):
+    """(w, h) an image of ``width`` x ``height`` is resized to before the centre crop of ``target_h`` x ``target_w``.
+
+    The side that needs the larger scale to cover its target / 0.875 is set to
+    ``int(target / 0.875)``; the other follows torchvision's arithmetic
+    ``int(new * other / side)``. For a square target this is ``Resize(int(S / 0.875))``.
+    """
+    cover_h, cover_w = int(target_h / CROP_FRACTION), int(target_w / CROP_FRACTION)
+    if cover_h * width >= cover_w * height:  # the height binds (for a square target: height is the short side)
+        new_h = cover_h
+        new_w = int(new_h * width / height)
+    else:
+        new_w = cover_w
+        new_h = int(new_w * height / width)
+    return max(new_w, target_w), max(new_h, target_h)
+
+
+def pad_resize_size(width, height, target_h, target_w):
+    """(w, h) fitting ``width`` x ``height`` inside the target with its aspect ratio (the free side rounded up)."""
+    if height * target_w >= width * target_h:  # relatively tall: the height fills
+        return min(target_w, max(1, int(math.ceil(target_h * width / float(height))))), target_h
+    return target_w, min(target_h, max(1, int(math.ceil(target_w * height / float(width)))))
+
+
+def resize_target(size, contract):
+    """(w, h) an image of ``size`` (w, h) is resized to; decode.py asks it to pick JPEG draft scales."""
+    width, height = size
+    if contract.resize == "crop":
+        return crop_resize_size(width, height, contract.height, contract.width)
+    if contract.resize == "pad":
+        return pad_resize_size(width, height, contract.height, contract.width)
+    return contract.width, contract.height
+
+
+def preprocess(image, contract, original_size=None):
+    """Pixels -> float32 (C, H, W) for ``contract`` (an InputContract).
+
+    ``image``: a PIL image (any mode; 'F' is read in 0-255 like 'L') or a
+    uint8 HxW / HxWx3 RGB array. ``original_size`` (w, h): the size before a
+    JPEG draft shrank the decode, so the geometry is that of the full image.
+    """
+    Image = _pil()
+    image = for_channels(to_pil(image), contract.channels)
+    new_w, new_h = resize_target(original_size or image.size, contract)
+    if image.size != (new_w, new_h):
+        image = image.resize((new_w, new_h), Image.BILINEAR)
+    if contract.resize == "crop":
+        top = int(round((new_h - contract.height) / 2.0))
+        left = int(round((new_w - contract.width) / 2.0))
+        image = image.crop((left, top, left + contract.width, top + contract.height))
+    pixels = np.asarray(image)
+    pixels = pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # CHW views, no copy
+    if contract.channels == 3:
+        if pixels.shape[0] == 1:
+            pixels = np.broadcast_to(pixels, (3,) + pixels.shape[1:])
+        if contract.channel_order == "bgr":
+            pixels = pixels[::-1]
+    array = np.empty(pixels.shape, dtype=np.float32)  # one float copy, normalized in place
+    if contract.pixel_scale != 255.0:
+        np.divide(pixels, np.float32(255.0), out=array)
+    else:
+        array[...] = pixels
+    array -= np.asarray(contract.mean, dtype=np.float32).reshape(-1, 1, 1)
+    array /= np.asarray(contract.std, dtype=np.float32).reshape(-1, 1, 1)
+    if contract.resize != "pad" or array.shape[1:] == (contract.height, contract.width):
+        return array
+    out = np.zeros(contract.shape, dtype=np.float32)
+    out[:, :array.shape[1], :array.shape[2]] = array
+    return out

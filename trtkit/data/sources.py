@@ -1,0 +1,239 @@
+"""What a source holds, by listing only: file names, labels, class names, splits and seeded subsets.
+
+Nothing here decodes a pixel. A folder is walked (names, sorted); labels come
+from the class sub-folders; class names from the folder names, CIFAR-10's
+``batches.meta`` or the model's contract. Splits (``train`` for calibration and
+training, ``heldout`` for verification, ``all``) come from ``train/`` +
+``val/`` sub-folders, CIFAR-10's batch files, or a seeded 80/20 split of the
+listing, so calibration and verification never share an image. A subset of
+``limit`` items is drawn from the listing by seed, so only the chosen files are
+ever opened, whatever the folder's size.
+"""
+
+import os
+
+import numpy as np
+
+from trtkit import log
+from trtkit.data.arrays import array_file, sample_reader
+from trtkit.data.cifar import cifar_reader, is_cifar_folder
+from trtkit.data.decode import FileReader
+from trtkit.errors import InputError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp", ".gif")
+SPLITS = ("train", "heldout", "all")
+SPLIT_DIRS = {"train": ("train",), "heldout": ("val", "valid", "validation", "test")}
+HELDOUT_FRACTION = 0.2
+SPLIT_SEED = 0
+_IGNORED_FILES = ("thumbs.db", "desktop.ini")
+_SOURCES_HINT = "give a folder of class sub-folders of images, a CIFAR-10 folder, a .npy/.npz file, or 'sample'"
+
+
+class Listing(object):
+    """The items of one split of a source, known without decoding.
+
+    ``items``: what ``reader.read`` takes (paths relative to the folder, or row
+    indices); ``labels``: int64 per item or None; ``ignored``: (count, examples)
+    of non-image files left out of a folder.
+    """
+
+    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ())):
+        self.source = source
+        self.reader = reader
+        self.items = items
+        self.labels = labels
+        self.class_names = list(class_names) if class_names else None
+        self.ignored = ignored
+
+    def __len__(self):
+        return len(self.items)
+
+
+def list_source(source, split="all"):
+    """The Listing of ``split`` of ``source``: 'sample', a folder, a CIFAR-10 folder, a .npy/.npz file."""
+    if split not in SPLITS:
+        raise InputError("unknown split '{}'".format(split), hint="use one of " + ", ".join(SPLITS))
+    if source is None or source == "sample":
+        reader, labels, names = sample_reader()
+        return _split_rows("sample", reader, labels, names, split)
+    path = os.path.expanduser(str(source))
+    if not os.path.exists(path):
+        raise InputError("data not found: {}".format(source), hint=_SOURCES_HINT)
+    if is_cifar_folder(path):
+        reader, labels, names = cifar_reader(path, split)
+        return Listing(path, reader, np.arange(reader.count), labels, names)
+    if os.path.isdir(path):
+        return _folder(path, split)
+    if path.endswith((".npy", ".npz")):
+        reader, labels = array_file(path)
+        return _split_rows(path, reader, labels, None, split)
+    raise InputError("cannot read data from {}".format(source), hint=_SOURCES_HINT)
+
+
+def split_positions(count, split, seed=SPLIT_SEED):
+    """Sorted positions of ``split`` among ``count`` items: a seeded 80/20 cut ('all': every one)."""
+    if split == "all":
+        return np.arange(count)
+    order = np.random.RandomState(seed).permutation(count)
+    cut = int(round(count * HELDOUT_FRACTION))
+    return np.sort(order[:cut] if split == "heldout" else order[cut:])
+
+
+def choose(count, limit=None, seed=0):
+    """Sorted positions of a seeded subset of ``limit`` among ``count`` items (all of them when fewer)."""
+    if not limit or limit >= count:
+        return np.arange(count)
+    return np.sort(np.random.RandomState(seed).permutation(count)[:limit])
+
+
+def _split_rows(source, reader, labels, names, split):
+    positions = split_positions(reader.count, split)
+    return Listing(source, reader, positions, labels[positions] if labels is not None else None, names)
+
+
+# ------------------------------------------------------------------ folders
+
+def _entries(folder):
+    try:
+        return sorted(os.listdir(folder))
+    except OSError as exc:
+        raise InputError("cannot read folder {} ({})".format(folder, exc.strerror or exc.__class__.__name__),
+                         hint="check that it exists and that you may read it")
+
+
+def _subfolders(folder):
+    return [e for e in _entries(folder) if not e.startswith(".") and os.path.isdir(os.path.join(folder, e))]
+
+
+def _files(folder):
+    """Paths relative to ``folder`` of every file below it, sorted; InputError for an unreadable sub-folder."""
+    def fail(exc):
+        raise InputError("cannot read folder {} ({})".format(exc.filename, exc.strerror or exc.__class__.__name__),
+                         hint="check that you may read it")
+    found = []
+    for current, dirs, names in os.walk(folder, onerror=fail):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        relative = os.path.relpath(current, folder)
+        for name in sorted(names):
+            if not name.startswith(".") and name.lower() not in _IGNORED_FILES:
+                found.append(name if relative == "." else os.path.join(relative, name))
+    return found
+
+
+class _Tally(object):
+    """Non-image files seen while listing: a count and a few examples."""
+
+    def __init__(self):
+        self.images = 0
+        self.others = 0
+        self.examples = []
+
+    def keep_images(self, folder, names):
+        kept = [n for n in names if n.lower().endswith(IMAGE_EXTENSIONS)]
+        self.images += len(kept)
+        others = len(names) - len(kept)
+        if others:
+            self.others += others
+            self.examples.extend(os.path.join(folder, n) for n in names[:50]
+                                 if not n.lower().endswith(IMAGE_EXTENSIONS))
+            del self.examples[3:]
+        return kept
+
+
+def _folder(root, split):
+    tally = _Tally()
+    heldout_dirs = [d for d in SPLIT_DIRS["heldout"] if os.path.isdir(os.path.join(root, d))]
+    if os.path.isdir(os.path.join(root, "train")) and heldout_dirs:
+        parts = {"train": ["train"], "heldout": heldout_dirs, "all": ["train"] + heldout_dirs}[split]
+        classes = sorted(set(c for part in ["train"] + heldout_dirs for c in _subfolders(os.path.join(root, part))))
+        items, labels = [], []
+        for part in parts:
+            part_items, part_labels = _class_files(root, part, classes, tally)
+            items.extend(part_items)
+            labels.extend(part_labels)
+    else:
+        classes = _subfolders(root)
+        items, labels = _class_files(root, ".", classes, tally)
+    _check_images(root, tally)
+    if split != "all" and not (os.path.isdir(os.path.join(root, "train")) and heldout_dirs):
+        positions = split_positions(len(items), split)
+        items = [items[i] for i in positions]
+        labels = [labels[i] for i in positions]
+    label_array = np.asarray(labels, dtype=np.int64) if classes else None
+    return Listing(root, FileReader(root), items, label_array, classes, (tally.others, tuple(tally.examples)))
+
+
+def _class_files(root, part, classes, tally):
+    """(relative paths, labels) of the images under ``root/part``: one label per class sub-folder.
+
+    With no class sub-folders the images directly in it are taken, unlabelled (-1).
+    """
+    folder = os.path.normpath(os.path.join(root, part))
+    present = [c for c in classes if os.path.isdir(os.path.join(folder, c))]
+    prefix = "" if part == "." else part
+    if not present:
+        names = tally.keep_images(folder, [e for e in _entries(folder) if os.path.isfile(os.path.join(folder, e))
+                                           and not e.startswith(".") and e.lower() not in _IGNORED_FILES])
+        return [os.path.join(prefix, n) for n in names], [-1] * len(names)
+    loose = [e for e in _entries(folder) if not e.startswith(".") and os.path.isfile(os.path.join(folder, e))]
+    if loose:
+        log.warn("{} file(s) in {} lie outside its class sub-folders and are left out (e.g. {})".format(
+            len(loose), folder, loose[0]))
+    items, labels = [], []
+    for name in present:
+        class_folder = os.path.join(folder, name)
+        files = _files(class_folder)
+        kept = tally.keep_images(class_folder, files)
+        if not kept:
+            raise InputError("no images in class folder {}{}".format(
+                class_folder, " (only {} other file(s), e.g. {})".format(len(files), files[0]) if files else ""),
+                hint="add its images or remove the folder")
+        items.extend(os.path.join(prefix, name, f) for f in kept)
+        labels.extend([classes.index(name)] * len(kept))
+    return items, labels
+
+
+def _check_images(root, tally):
+    if tally.images == 0 and tally.others == 0:
+        raise InputError("no images in {}".format(root),
+                         hint="put images in class sub-folders (root/cat/1.jpg, root/dog/2.png, ...)")
+    if tally.others > tally.images:
+        raise InputError("most files in {} are not images ({} of {}, e.g. {})".format(
+            root, tally.others, tally.others + tally.images, tally.examples[0]),
+            hint="point at a folder of images ({})".format(", ".join(e.lstrip(".") for e in IMAGE_EXTENSIONS[:4])))
+    if tally.others:
+        log.warn("{} non-image file(s) in {} left out (e.g. {})".format(tally.others, root, tally.examples[0]))
+
+
+# ------------------------------------------------------------------ class names
+
+def reconcile_classes(found, labels, names, what):
+    """(class names, labels) of data with class names ``found`` and ``labels``, given the model's ``names``.
+
+    Folder names that are all among the model's names are mapped to their index
+    there; otherwise the data's labels stand where the counts agree (ImageNet
+    folders named by synset, the model's classes by word). Data whose classes
+    cannot be the model's (another count, a label past its last class) is said
+    so in a warning and loses its labels: agreement is still measured, accuracy
+    is not (calibration never uses labels).
+    """
+    if not names:
+        return found, labels
+    names = list(names)
+    if found and set(found) <= set(names):
+        if labels is not None and found != names[:len(found)]:
+            lookup = np.asarray([names.index(n) for n in found], dtype=np.int64)
+            labels = np.where(labels >= 0, lookup[np.maximum(labels, 0)], -1)
+        if len(found) < len(names):
+            log.warn("{} has {} of the model's {} classes".format(what, len(found), len(names)))
+        return names, labels
+    if found and len(found) != len(names):
+        other = [n for n in found if n not in names][0]
+        log.warn("{} has {} classes but the model's class names list {} ('{}' is not among them): its labels are "
+                 "not used (check --class-names)".format(what, len(found), len(names), other))
+        return names, None
+    if labels is not None and len(labels) and int(labels.max()) >= len(names):
+        log.warn("{} has label {} but the model's class names list only {}: its labels are not used "
+                 "(check --class-names)".format(what, int(labels.max()), len(names)))
+        return names, None
+    return names, labels
