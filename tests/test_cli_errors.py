@@ -87,16 +87,21 @@ def test_empty_data_folder(sample, tmp_path, out_dir, capsys):
     assert_clean_failure(code, err, out_dir, "no images in")
 
 
-def test_non_image_file_among_images(sample, tmp_path, out_dir, capsys):
+def test_a_stray_non_image_file_among_images_is_left_out_with_a_warning(sample, tmp_path, out_dir, capsys):
+    """One labels.csv beside the images is skipped and named; a folder of mostly non-images is an error
+    (tests/test_data_cli.py)."""
     pytest.importorskip("PIL")
     import numpy as np
     from PIL import Image
     folder = tmp_path / "images" / "seven"
     folder.mkdir(parents=True)
-    Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8)).save(str(folder / "a.png"))
-    (folder / "labels.csv").write_text("a.png,7\n")
-    code, err = run_build(["--data", str(tmp_path / "images"), "--out", out_dir], capsys)
-    assert_clean_failure(code, err, out_dir, "not an image", "labels.csv")
+    for index in range(12):
+        Image.fromarray(np.full((8, 8, 3), 20 * index, dtype=np.uint8)).save(str(folder / "{}.png".format(index)))
+    (folder / "labels.csv").write_text(u"a.png,7\n")
+    code, err = run_build(["--data", str(tmp_path / "images"), "--precision", "fp32", "--out", out_dir], capsys)
+    assert code == 0, err
+    assert "labels.csv" in err and "Traceback" not in err
+    assert partial_files(out_dir) == []
 
 
 def test_unknown_model_name(out_dir, capsys):
