@@ -1,7 +1,7 @@
 """The main job: model -> validated FP32 ONNX -> precision variants -> backend artifacts -> verified manifest.
 
 ``build(BuildOptions(...))`` is what ``scripts/build_engine.py`` and
-``trtkit build`` call. Each step gets what it needs as arguments: the model
+``trtkit build`` call (``BuildOptions`` lives in ``trtkit.build_options``). Each step gets what it needs as arguments: the model
 from ``source.resolve_model`` (shared with ``trtkit calibrate``), INT8 ranges
 from ``precision.calibrate`` by a ``CalibrationConfig``, engines from the
 backend by ``BuildInputs`` (with its ``TensorRTOptions``) and the
@@ -18,129 +18,10 @@ import time
 
 from trtkit import log
 from trtkit.backends.base import BuildInputs
-from trtkit.backends.tensorrt.options import TensorRTOptions
-from trtkit.errors import DeviceUnavailable, InputError
+from trtkit.build_options import BuildOptions  # noqa: F401  (callers import it from here with build())
+from trtkit.errors import DeviceUnavailable
 from trtkit.fileio import human_bytes
 from trtkit.manifest import new_manifest, save_manifest
-from trtkit.precision import PRECISIONS
-from trtkit.precision.config import CalibrationConfig
-from trtkit.source import ModelOptions
-
-# Top-1 agreement with the FP32 reference below which a variant is marked failing.
-DEFAULT_MIN_AGREEMENT = {"fp32": 0.999, "fp16": 0.99, "int8": 0.98}
-DEFAULT_OUT = os.path.join("build", "engines")
-DEFAULT_VERIFY_IMAGES = 1000
-
-
-class BuildOptions(object):
-    """Every choice of a build; ``from_args`` fills it from ``trtkit build``'s flags, Python callers directly.
-
-    The model (``model``, ``checkpoint``, ``onnx``, ``num_classes``, ``input_size``,
-    ``exporter``) becomes ``self.source`` (a ModelOptions, or pass ``source``); ``calibration`` is a
-    CalibrationConfig and ``tensorrt`` a TensorRTOptions (defaults when None).
-    """
-
-    def __init__(self, model=None, checkpoint=None, onnx=None, precisions=("fp32", "fp16"), backend="auto",
-                 num_classes=None, input_size=None, out=DEFAULT_OUT, data="sample", verify_images=DEFAULT_VERIFY_IMAGES,
-                 batch_size=32, exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0,
-                 throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None, source=None):
-        self.source = source or ModelOptions(model=model, checkpoint=checkpoint, onnx=onnx,
-                                             num_classes=num_classes, input_size=input_size, exporter=exporter)
-        self.precisions = parse_precisions(precisions)
-        self.backend = backend
-        self.out = out
-        self.data = data
-        self.batch_size = int(batch_size)
-        self.tolerance = float(tolerance)
-        self.strict = bool(strict)
-        self.throughput_seconds = float(throughput_seconds)
-        self.throughput_batch = int(throughput_batch)
-        self.min_agreement = dict(DEFAULT_MIN_AGREEMENT, **(min_agreement or {}))
-        self.calibration = calibration or CalibrationConfig()
-        self.tensorrt = tensorrt or TensorRTOptions()
-        if self.batch_size < 1 or self.throughput_batch < 1:
-            raise InputError("batch sizes must be at least 1 (--batch-size {})".format(batch_size))
-        self.verify_images = parse_image_count(verify_images, "--verify-images")
-        if self.tolerance <= 0:
-            raise InputError("--tolerance must be positive, got {:g}".format(self.tolerance))
-
-    @property
-    def default_batch(self):
-        """The (min, opt, max) batch profile an engine gets when ``--batch`` is not given."""
-        largest = max(self.batch_size, self.throughput_batch)
-        return (1, min(self.throughput_batch, largest), largest)
-
-    def to_dict(self, backend_name):
-        """The manifest's ``options``: enough to repeat the build."""
-        record = {"precisions": self.precisions, "batch_size": self.batch_size,
-                  "throughput_batch": self.throughput_batch, "verify_images": self.verify_images,
-                  "tolerance": self.tolerance, "min_agreement": self.min_agreement}
-        if "int8" in self.precisions:
-            record["calibration"] = self.calibration.to_dict()
-        if backend_name.startswith("tensorrt"):
-            record["tensorrt"] = self.tensorrt.to_dict()
-        return record
-
-    # ---------------------------------------------------------------- command line
-    @staticmethod
-    def add_arguments(parser):
-        from trtkit.backends import backend_names
-        ModelOptions.add_arguments(parser)
-        out = parser.add_argument_group("build")
-        out.add_argument("--precision", default="fp32,fp16", metavar="LIST",
-                         help="comma list of {} (default: fp32,fp16)".format(",".join(PRECISIONS)))
-        out.add_argument("--backend", default="auto", choices=["auto"] + backend_names(),
-                         help="runtime to build for (default: auto = TensorRT when usable, else ONNX Runtime)")
-        out.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                         help="output folder; it holds one build: files of an earlier build there are replaced "
-                              "(default: build/engines)")
-        TensorRTOptions.add_arguments(parser)
-        ver = parser.add_argument_group("verification")
-        ver.add_argument("--data", default="sample", metavar="SOURCE",
-                         help="held-out images to verify on (default: sample)")
-        ver.add_argument("--verify-images", default=DEFAULT_VERIFY_IMAGES, metavar="N|all",
-                         help="verify on N held-out images chosen seeded from the split, or 'all' of them "
-                              "(streamed: memory does not grow with the split; default: {})".format(
-                                  DEFAULT_VERIFY_IMAGES))
-        ver.add_argument("--batch-size", type=int, default=32, help="batch size for verification (default: 32)")
-        ver.add_argument("--tolerance", type=float, default=1e-3,
-                         help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)")
-        ver.add_argument("--strict", action="store_true",
-                         help="exit non-zero when a variant's top-1 agreement is below its threshold")
-        ver.add_argument("--bench-seconds", type=float, default=1.0,
-                         help="seconds of throughput timing per variant (0 to skip; default: 1)")
-        CalibrationConfig.add_arguments(parser)
-
-    @classmethod
-    def from_args(cls, args):
-        return cls(source=ModelOptions.from_args(args), precisions=args.precision, backend=args.backend, out=args.out, data=args.data,
-                   verify_images=args.verify_images, batch_size=args.batch_size, tolerance=args.tolerance,
-                   strict=args.strict, throughput_seconds=args.bench_seconds,
-                   calibration=CalibrationConfig.from_args(args), tensorrt=TensorRTOptions.from_args(args))
-
-
-def parse_image_count(value, flag):
-    """N (at least 1), "all", or None -> int, "all" or None."""
-    if value is None or value == "all":
-        return value
-    try:
-        count = int(value)
-    except (TypeError, ValueError):
-        count = 0
-    if count < 1:
-        raise InputError("{} must be a number of images (at least 1) or 'all', got {!r}".format(flag, value))
-    return count
-
-
-def parse_precisions(value):
-    items = value.split(",") if isinstance(value, str) else list(value)
-    items = [p.strip().lower() for p in items if p.strip()]
-    for p in items:
-        if p not in PRECISIONS:
-            raise InputError("unknown precision '{}'".format(p), hint="use a comma list of " + ",".join(PRECISIONS))
-    if not items:
-        raise InputError("no precision given", hint="e.g. --precision fp32,fp16")
-    return list(dict.fromkeys(items))
 
 
 class _Build(object):
@@ -232,8 +113,13 @@ VARIANT_MAKERS = {"fp32": _fp32_variant, "fp16": _fp16_variant, "int8": _int8_va
 
 def _build_artifact(state, precision):
     onnx_path, variant_meta, calibration = VARIANT_MAKERS[precision](state)
+    return _build_from(state, precision, precision, onnx_path, variant_meta, calibration)
+
+
+def _build_from(state, label, precision, onnx_path, variant_meta, calibration):
+    """Build the backend artifact ``NAME.<label>`` of one ONNX variant; returns its manifest record."""
     backend = state.backend
-    name = "{}.{}".format(state.name, precision)
+    name = "{}.{}".format(state.name, label)
     artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
     backend_meta = backend.build(onnx_path, precision, artifact, state.inputs, calibration) or {}
@@ -331,6 +217,9 @@ def _advice(precision):
 
 def _throughput(state, runner, batch):
     seconds = state.options.throughput_seconds
+    if state.options.auto:  # the choice depends on speed: every candidate is timed
+        from trtkit.search.config import MIN_TIMING_SECONDS
+        seconds = max(seconds, MIN_TIMING_SECONDS)
     if seconds <= 0:
         return None
     from trtkit.bench.timing import quick_throughput
@@ -370,18 +259,49 @@ def _build_into(options, folder):
     state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
                                default_batch=options.default_batch, work_dir=folder.staging,
                                torch_model=state.source.torch_model, tensorrt=options.tensorrt)
-    for precision in options.precisions:
-        log.info("building {} {} ...".format(state.name, precision))
-        manifest["artifacts"].append(_build_artifact(state, precision))
+    if options.auto:
+        candidates, search = _search_candidates(state)
+        for candidate in candidates:
+            log.info("building {} {} ...".format(state.name, candidate.label))
+            record = _build_from(state, candidate.label, candidate.precision, candidate.onnx_path, candidate.meta,
+                                 candidate.calibration)
+            record["tune"] = candidate.tune
+            manifest["artifacts"].append(record)
+    else:
+        for precision in options.precisions:
+            log.info("building {} {} ...".format(state.name, precision))
+            manifest["artifacts"].append(_build_artifact(state, precision))
     log.info("verifying {} on {} held-out images ...".format(
-        ", ".join(a["precision"] for a in manifest["artifacts"]), len(state.selection)))
+        ", ".join(a["name"].split(".", 1)[-1] for a in manifest["artifacts"]), len(state.selection)))
     manifest["verification"] = _verify_all(state, manifest["artifacts"])
+    if options.auto:
+        _select(state, manifest, search)
     manifest["build_seconds"] = round(time.time() - total_start, 2)
     manifest["files"] = folder.staged_files()
     save_manifest(folder.staging, manifest)
     folder.publish()
     manifest["_dir"] = folder.path
     return manifest
+
+
+def _search_candidates(state):
+    from trtkit.search.candidates import make_candidates
+    options = state.options
+    return make_candidates(state.fp32_onnx, state.name, state.source.contract, options.search, options.calibration,
+                           options.data, state.backend.int8_encoding, state.folder.staging)
+
+
+def _select(state, manifest, search):
+    """Choose among the verified, timed candidates; write the selection and the search's reports."""
+    from trtkit.search.report import write_reports
+    from trtkit.search.select import choose
+    metric = "accuracy" if state.labels_usable else "agreement"
+    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric)
+    manifest["selection"] = selection
+    search = dict(search)
+    search["reports"] = write_reports(state.folder.staging, state.name, search, selection)
+    search.pop("sensitivity")  # in the report files; the manifest names them
+    manifest["search"] = search
 
 
 def format_table(manifest):

@@ -36,7 +36,7 @@ from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES, C
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_amax
 from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
 
-STATS_FORMAT = 1  # bump when the statistics change meaning; old cache entries then miss
+STATS_FORMAT = 2  # bump when the statistics change meaning; old cache entries then miss
 
 
 class CalibrationResult(object):

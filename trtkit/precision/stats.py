@@ -17,6 +17,9 @@ from trtkit.errors import InputError
 
 NUM_BINS = 2048
 _FLOAT = 1  # onnx.TensorProto.FLOAT
+# Every activation of a sub-batch is returned at once: its images are chosen so that all of their
+# activations fit in about this much memory (ResNet18 at 224 has ~22 MB per image: 4 images a run).
+ACTIVATION_BUDGET_BYTES = 96 << 20
 
 
 class AbsHistogram(object):
@@ -46,7 +49,7 @@ class AbsHistogram(object):
                              hint="check the model and the preprocessing of the calibration data")
         self.minimum = min(self.minimum, float(values.min()))
         self.maximum = max(self.maximum, float(values.max()))
-        absolute = np.abs(values)
+        absolute = np.abs(values)  # the one float copy; scaled in place below
         top = float(absolute.max())
         if self.upper <= 0.0:
             self.upper = top if top > 0.0 else 0.0
@@ -55,7 +58,9 @@ class AbsHistogram(object):
         if self.upper <= 0.0:  # everything so far is exactly zero
             self.counts[0] += absolute.size
             return
-        index = (absolute * (self.bins / self.upper)).astype(np.int64)
+        np.multiply(absolute, self.bins / self.upper, out=absolute)
+        index = absolute.astype(np.int32)  # int32, not int64: bins fit, and it halves the transient memory
+        del absolute
         np.minimum(index, self.bins - 1, out=index)
         self.counts += np.bincount(index, minlength=self.bins)
 
@@ -123,8 +128,11 @@ def _instrumented_session(model, names):
 def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics"):
     """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images`` (N, C, H, W).
 
-    ``model`` is an onnx.ModelProto. One pass over the images; batches are taken
-    in order, so the result is deterministic for given images and batch size.
+    ``model`` is an onnx.ModelProto. One pass over the images, in order. Each batch
+    runs as sub-batches sized so that their activations (all returned at once) stay
+    within ``ACTIVATION_BUDGET_BYTES``: the first image alone measures the size per
+    image. Memory is then bounded whatever the model, the input size or
+    ``batch_size``; the result is deterministic for given images.
     """
     from trtkit import log
     names = activation_tensors(model)
@@ -132,11 +140,19 @@ def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="c
     input_name = session.get_inputs()[0].name
     histograms = dict((n, AbsHistogram(bins)) for n in names)
     total = images.shape[0]
+    per_image = None
     with log.Progress(progress_label, total=total, unit="img") as bar:
         for start in range(0, total, batch_size):
-            batch = np.ascontiguousarray(images[start:start + batch_size], dtype=np.float32)
-            values = session.run(names, {input_name: batch})
-            for name, value in zip(names, values):
-                histograms[name].update(value)
-            bar.update(batch.shape[0])
+            stop = min(start + batch_size, total)
+            while start < stop:
+                step = 1 if per_image is None else max(1, min(stop - start, ACTIVATION_BUDGET_BYTES // per_image))
+                batch = np.ascontiguousarray(images[start:start + step], dtype=np.float32)
+                values = session.run(names, {input_name: batch})
+                if per_image is None:
+                    per_image = max(1, sum(v.nbytes for v in values))
+                for index, name in enumerate(names):
+                    histograms[name].update(values[index])
+                    values[index] = None  # release each activation once counted
+                bar.update(step)
+                start += step
     return histograms

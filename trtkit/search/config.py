@@ -1,0 +1,44 @@
+"""SearchConfig: the accuracy budget of ``--precision auto`` and how hard to look, validated when made."""
+
+from trtkit.errors import InputError
+
+DEFAULT_MAX_DROP = 1.0      # top-1 points (accuracy when labelled, agreement otherwise)
+DEFAULT_TUNE_IMAGES = 256
+DEFAULT_METHODS = ("entropy", "percentile")
+MIN_TIMING_SECONDS = 1.0    # every candidate is timed at least this long, whatever --bench-seconds says
+
+
+class SearchConfig(object):
+    """``max_drop``: top-1 points the chosen variant may lose against FP32 (accuracy on labelled held-out
+    data, agreement otherwise); ``tune_images``: images of the tune split (the train split, never the
+    final held-out one) that rank layers and size the mixed variant; ``methods``: calibration methods
+    tried for INT8."""
+
+    def __init__(self, max_drop=DEFAULT_MAX_DROP, tune_images=DEFAULT_TUNE_IMAGES, methods=DEFAULT_METHODS):
+        from trtkit.precision.ranges import check_method
+        self.max_drop = float(max_drop)
+        self.tune_images = int(tune_images)
+        self.methods = tuple(check_method(m) for m in methods)
+        if self.max_drop < 0:
+            raise InputError("--max-drop must be 0 or more top-1 points, got {:g}".format(self.max_drop))
+        if self.tune_images < 8:
+            raise InputError("--tune-images must be at least 8, got {}".format(self.tune_images))
+        if not self.methods:
+            raise InputError("no calibration method to try")
+
+    def to_dict(self):
+        return {"max_drop": self.max_drop, "tune_images": self.tune_images, "methods": list(self.methods)}
+
+    @staticmethod
+    def add_arguments(parser):
+        group = parser.add_argument_group("precision search (--precision auto)")
+        group.add_argument("--max-drop", type=float, default=DEFAULT_MAX_DROP, metavar="POINTS",
+                           help="top-1 points the chosen variant may lose against FP32: accuracy on labelled "
+                                "held-out data, else agreement (default: {:g})".format(DEFAULT_MAX_DROP))
+        group.add_argument("--tune-images", type=int, default=DEFAULT_TUNE_IMAGES, metavar="N",
+                           help="images of the tune split (from the train split, not the held-out one) that rank "
+                                "layer sensitivity (default: {})".format(DEFAULT_TUNE_IMAGES))
+
+    @classmethod
+    def from_args(cls, args):
+        return cls(max_drop=args.max_drop, tune_images=args.tune_images)

@@ -1,0 +1,77 @@
+"""The tune split, and how an ONNX graph scores on it.
+
+The precision search ranks layers and sizes the mixed variant on images that
+are *not* the final held-out split (those only give the final figures): the
+tune split is drawn seeded from the train split, like the calibration images
+but with another seed. Graphs are scored with ONNX Runtime on the CPU
+whatever the target backend: it runs both Q/DQ encodings, and the scores only
+rank and compare candidates; the target backend's own figures come from the
+build's verification pass.
+"""
+
+import numpy as np
+
+from trtkit.deps import require
+
+TUNE_SEED = 1  # the calibration images use seed 0
+
+
+class TuneSet(object):
+    """Tune images (float32 NCHW, in memory: ``--tune-images`` bounds them), their labels (or None), the
+    FP32 graph's logits on them, and the identity of the selection (for caches)."""
+
+    def __init__(self, images, labels, reference, identity):
+        self.images = images
+        self.labels = labels
+        self.reference = reference
+        self.identity = identity
+
+    @property
+    def metric(self):
+        """"accuracy" when the tune images are labelled, else "agreement"."""
+        return "accuracy" if self.labels is not None else "agreement"
+
+
+def load_tune_set(source, contract, count, fp32_onnx, batch_size=32):
+    from trtkit.data import select
+    selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
+    imageset = selection.load(progress=False)
+    reference = logits_of(fp32_onnx, imageset.images, batch_size)
+    labels = imageset.labels
+    if labels is not None and (len(labels) == 0 or labels.max() >= reference.shape[1]):
+        labels = None
+    return TuneSet(imageset.images, labels, reference, selection.identity)
+
+
+def logits_of(model, images, batch_size=32):
+    """Logits of an ONNX graph (a path or a ModelProto) on ``images``, with ONNX Runtime on the CPU."""
+    ort = require("onnxruntime", "the precision search")
+    data = model if isinstance(model, str) else model.SerializeToString()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    fixed = session.get_inputs()[0].shape[0]
+    size = fixed if isinstance(fixed, int) and fixed > 0 else batch_size
+    outputs = []
+    for start in range(0, len(images), size):
+        chunk = np.ascontiguousarray(images[start:start + size], dtype=np.float32)
+        real = len(chunk)
+        if real < size and isinstance(fixed, int) and fixed > 0:
+            chunk = np.concatenate([chunk, np.zeros((size - real,) + chunk.shape[1:], np.float32)])
+        outputs.append(np.asarray(session.run(None, {name: chunk})[0], np.float32).reshape(len(chunk), -1)[:real])
+    return np.concatenate(outputs)
+
+
+def score(logits, tune):
+    """{"agreement", "accuracy" (None without labels)} of ``logits`` on the tune set, as fractions."""
+    agreement = float(np.mean(logits.argmax(1) == tune.reference.argmax(1)))
+    accuracy = float(np.mean(logits.argmax(1) == tune.labels)) if tune.labels is not None else None
+    return {"agreement": agreement, "accuracy": accuracy}
+
+
+def drop_points(figures, reference, metric):
+    """Top-1 points lost against the FP32 reference: accuracy points, or agreement points below 100 %."""
+    if metric == "accuracy":
+        return 100.0 * (reference["accuracy"] - figures["accuracy"])
+    return 100.0 * (1.0 - figures["agreement"])
