@@ -163,3 +163,14 @@ def test_failed_opset_upgrade_names_the_step_that_needed_it():
         upgrade_opset(model, 13, "the INT8 Q/DQ graph")
     assert "the INT8 Q/DQ graph needs ONNX opset >= 13" in str(info.value)
     assert "FP32/FP16 variants do not need it" in info.value.hint
+
+
+def test_probabilities_are_compared_as_they_are():
+    from trtkit.verify import Comparison, compare
+    reference = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]], np.float32)
+    variant = np.array([[0.6, 0.3, 0.1], [0.1, 0.5, 0.4]], np.float32)
+    record = compare(variant, reference)
+    assert record["top1_agreement"] == 0.5 and record["max_abs_diff"] == pytest.approx(0.2)
+    stream = Comparison()
+    stream.update(variant, reference)
+    assert stream.result()["max_abs_diff"] == pytest.approx(0.2)  # no softmax applied on top
