@@ -1,10 +1,29 @@
 """Reading and normalizing ONNX files, including ones trtkit did not write.
 
-Foreign classifiers arrive with old opsets, initializers listed as graph
-inputs (TorchScript's ``keep_initializers_as_inputs``), fixed batch sizes and
-any tensor names. ``prepare_onnx`` turns such a file into the form the rest
-of trtkit expects (opset >= 13, initializers not inputs, a dynamic batch axis
-when the graph allows it) and reports each change it made or could not make.
+Foreign classifiers arrive with old opsets, initializers listed as graph inputs
+(Caffe2 at IR 3, TorchScript's ``keep_initializers_as_inputs``), weights
+computed by ``ConstantOfShape``, ``Dropout`` nodes, fixed batch sizes written
+into Reshape shapes, NHWC inputs (tf2onnx), ``-1`` dimensions (paddle2onnx),
+``[N, C, 1, 1]`` or Softmax outputs and any tensor names. ``prepare_onnx``
+turns such a file into the form the rest of trtkit expects and reports each
+change it made or could not make:
+
+1. initializers are removed from the inputs (``onnx_normalize``);
+2. the graph must be an image classifier: one 4-D image input (NHWC is
+   rewritten to NCHW, ``onnx_layout``) and a first output of rank 2, or
+   ``[N, C, 1, 1]`` (flattened); anything else is refused in one line that
+   names what was found;
+3. a fixed batch becomes dynamic where the graph computes the same per image;
+4. constants are folded by ONNX Runtime's basic offline optimizer (why that
+   one: ``onnx_normalize``), two-input ``Sum`` becomes ``Add``, shapes are
+   inferred;
+5. ``OnnxSummary.output_kind`` says whether the output is logits or
+   probabilities (a Softmax): verification compares arg-max and never applies
+   a softmax again.
+
+The opset is kept: the INT8 writers upgrade their copy when they need 13
+(``onnx_normalize.upgrade_opset``), so a graph the converter cannot upgrade
+still builds FP32 and FP16.
 """
 
 import os
@@ -13,8 +32,12 @@ from trtkit import log
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path
+from trtkit.onnx_normalize import dims_of, graph_inputs, has_shape, opset_of
 
-MIN_OPSET = 13  # per-channel Q/DQ and ONNX Runtime's FP16/INT8 tools need 13
+__all__ = ["CONTRACT_KEY", "OnnxSummary", "contract_metadata", "graph_inputs", "load_onnx", "opset_of",
+           "prepare_onnx", "set_contract_metadata"]
+
+MIN_OPSET = 13  # what the INT8 Q/DQ writers need (per-channel DequantizeLinear); other steps take older opsets
 
 
 CONTRACT_KEY = "trtkit.input_contract"  # metadata_props entry: the InputContract as JSON
@@ -65,46 +88,24 @@ def load_onnx(path, check=True):
     return model
 
 
-def opset_of(model):
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            return int(entry.version)
-    return 0
-
-
-def graph_inputs(model):
-    """The real inputs: graph inputs that are not initializers."""
-    initializers = set(i.name for i in model.graph.initializer)
-    return [i for i in model.graph.input if i.name not in initializers]
-
-
-def _dims(value_info):
-    dims = []
-    for d in value_info.type.tensor_type.shape.dim:
-        if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
-        else:
-            dims.append(d.dim_param or None)
-    return dims
-
-
 class OnnxSummary(object):
-    """Input/output names and shapes of a classifier ONNX, and what trtkit infers from them."""
+    """Input/output names and shapes of a classifier ONNX, and what trtkit infers from them.
+
+    ``output_kind``: ``logits``, ``probabilities`` (a Softmax output) or ``log-probabilities``;
+    ``contract``: the InputContract a trtkit export recorded, else None.
+    """
 
     def __init__(self, model):
+        check_image_input(model)
         inputs = graph_inputs(model)
-        if len(inputs) != 1:
-            raise InputError("the ONNX model has {} inputs ({}); trtkit handles single-input image classifiers".format(
-                len(inputs), ", ".join(i.name for i in inputs)))
         self.input_name = inputs[0].name
-        self.input_shape = _dims(inputs[0])
+        self.input_shape = dims_of(inputs[0])
         self.output_names = [o.name for o in model.graph.output]
-        self.output_shape = _dims(model.graph.output[0])
+        self.output_shape = dims_of(model.graph.output[0]) if model.graph.output else []
         self.opset = opset_of(model)
-        self.contract = contract_metadata(model)  # what a trtkit export recorded, else None
-        if len(self.input_shape) != 4:
-            raise InputError("the ONNX input '{}' has shape {}; expected images (N, C, H, W)".format(
-                self.input_name, self.input_shape))
+        self.contract = contract_metadata(model)
+        from trtkit.onnx_layout import output_kind
+        self.output_kind = output_kind(model)
 
     @property
     def batch(self):
@@ -120,72 +121,99 @@ class OnnxSummary(object):
         last = self.output_shape[-1] if self.output_shape else None
         return last if isinstance(last, int) else None
 
+    def to_dict(self):
+        return {"input_name": self.input_name, "input_shape": self.input_shape, "output_names": self.output_names,
+                "output_shape": self.output_shape, "output_kind": self.output_kind, "opset": self.opset}
+
+
+def check_image_input(model):
+    """InputError unless ``model`` has exactly one 4-D input (an image batch)."""
+    inputs = graph_inputs(model)
+    if len(inputs) != 1:
+        found = ", ".join("'{}' {}".format(i.name, _show(dims_of(i))) for i in inputs) or "none"
+        raise InputError("the ONNX model has {} inputs ({}); trtkit builds image classifiers with one image "
+                         "input".format(len(inputs), found), hint="export the model with a single (N, C, H, W) input")
+    dims = dims_of(inputs[0])
+    if len(dims) != 4:
+        raise InputError("the ONNX input '{}' has shape {} ({}-D); trtkit builds image classifiers with a 4-D "
+                         "(N, C, H, W) input".format(inputs[0].name, _show(dims), len(dims)),
+                         hint="this does not look like an image classifier")
+
+
+def check_classifier_output(model):
+    """InputError unless the first output is class scores: rank 2 (N, classes)."""
+    if not model.graph.output:
+        raise InputError("the ONNX model has no outputs", hint="export it again")
+    output = model.graph.output[0]
+    if not has_shape(output):
+        raise InputError("the ONNX output '{}' has no fixed rank (its shape is dynamic); trtkit builds classifiers "
+                         "whose output is (N, classes)".format(output.name),
+                         hint="export the model with a static output rank")
+    dims = dims_of(output)
+    if len(dims) != 2:
+        raise InputError("the ONNX output '{}' has shape {}; trtkit builds classifiers whose output is (N, classes) "
+                         "or (N, classes, 1, 1)".format(output.name, _show(dims)),
+                         hint="this does not look like an image classifier")
+
+
+def _show(dims):
+    return "[{}]".format(", ".join(str(d) if d is not None else "?" for d in dims))
+
 
 def prepare_onnx(src, dst, notes=None):
     """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes)."""
+    from trtkit import onnx_layout, onnx_normalize as norm
     onnx = require("onnx", "reading ONNX files")
     notes = [] if notes is None else notes
     model = load_onnx(src)
-    initializer_names = set(i.name for i in model.graph.initializer)
-    as_inputs = [i for i in model.graph.input if i.name in initializer_names]
-    if as_inputs:
-        kept = [i for i in model.graph.input if i.name not in initializer_names]
-        del model.graph.input[:]
-        model.graph.input.extend(kept)
-        notes.append("removed {} initializers listed as graph inputs".format(len(as_inputs)))
-    opset = opset_of(model)
-    if opset < MIN_OPSET:
-        from onnx import version_converter
-        try:
-            model = version_converter.convert_version(model, MIN_OPSET)
-            notes.append("converted opset {} -> {}".format(opset, MIN_OPSET))
-        except Exception as exc:
-            raise InputError("cannot convert the ONNX file from opset {} to {}: {}".format(
-                opset, MIN_OPSET, str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__),
-                hint="re-export the model with opset_version={} or newer".format(MIN_OPSET))
+    removed = norm.strip_initializer_inputs(model)
+    if removed:
+        notes.append("removed {} initializers listed as graph inputs".format(removed))
+    unknown = norm.mark_unknown_dims(model, list(graph_inputs(model)) + list(model.graph.output))
+    if unknown:
+        notes.append("read {} dimension(s) given as -1 or 0 as dynamic".format(unknown))
+    check_image_input(model)
+    if onnx_layout.is_nhwc(model):
+        notes.append(onnx_layout.nhwc_to_nchw(model))
     summary = OnnxSummary(model)
     if summary.batch is not None:
-        trial = _with_dynamic_batch(model)
-        if _batch_is_free(trial, summary):
-            model = trial
-            notes.append("made the fixed batch size {} dynamic".format(summary.batch))
-        else:
-            notes.append("kept the fixed batch size {}: the graph hard-codes it (verification runs in batches of {})".format(
-                summary.batch, summary.batch))
-    try:
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception:
-        log.debug("shape inference failed; continuing without value_info")
+        model, note = norm.free_batch(model, summary.input_name, summary.batch, summary.image_shape)
+        notes.append(note)
+    before = len(model.graph.node)
+    model, why = norm.fold_constants(model)
+    if why:
+        notes.append("constants not folded (ONNX Runtime's optimizer: {})".format(why))
+    elif len(model.graph.node) != before:
+        notes.append("folded constants, removed Dropout/Identity and fused Conv+BatchNormalization with ONNX "
+                     "Runtime's basic optimizer: {} -> {} nodes".format(before, len(model.graph.node)))
+    sums = norm.sums_to_adds(model)
+    if sums:
+        notes.append("{} two-input Sum node(s) are Add".format(sums))
+    model = _with_output_shape(norm.infer_shapes(model))
+    flattened = onnx_layout.flatten_output(model)
+    if flattened:
+        notes.append(flattened)
+        model = norm.infer_shapes(model)
+    check_classifier_output(model)
+    summary = OnnxSummary(model)
+    if summary.output_kind != "logits":
+        notes.append("the output '{}' holds {} (a {}): verification compares arg-max and differences of them "
+                     "as they are, without applying a softmax".format(
+                         summary.output_names[0], summary.output_kind,
+                         "Softmax" if summary.output_kind == "probabilities" else "LogSoftmax"))
+    if summary.opset < MIN_OPSET:
+        notes.append("kept opset {} (INT8 converts its copy to {})".format(summary.opset, MIN_OPSET))
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
-    return OnnxSummary(model), notes
+    return summary, notes
 
 
-def _with_dynamic_batch(model):
-    copy = type(model)()
-    copy.CopyFrom(model)
-    for value in list(copy.graph.input[:1]) + list(copy.graph.output):
-        dims = value.type.tensor_type.shape.dim
-        if len(dims):
-            dims[0].ClearField("dim_value")
-            dims[0].dim_param = "batch"
-    del copy.graph.value_info[:]
-    return copy
-
-
-def _batch_is_free(model, summary):
-    """True when ONNX Runtime runs the model at two batch sizes other than the fixed one."""
-    try:
-        import numpy as np
-        ort = require("onnxruntime")
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        shape = [d if isinstance(d, int) else 1 for d in summary.image_shape]
-        for batch in (1, 3):
-            if batch == summary.batch:
-                continue
-            out = session.run(None, {summary.input_name: np.zeros([batch] + shape, dtype=np.float32)})[0]
-            if out.shape[0] != batch:
-                return False
-        return True
-    except Exception:
-        return False
+def _with_output_shape(model):
+    """Copy an inferred shape into a first output that declares none (the rank check reads it there)."""
+    output = model.graph.output[0] if model.graph.output else None
+    if output is None or has_shape(output):
+        return model
+    for info in model.graph.value_info:
+        if info.name == output.name and has_shape(info):
+            output.type.CopyFrom(info.type)
+    return model

@@ -3,7 +3,12 @@
 The figures every artifact gets in the manifest: top-1 agreement with the
 reference, accuracy against labels (when the data has labels the model's
 classes can be matched to), the reference's own accuracy, and the largest
-absolute difference of the logits.
+absolute difference of the outputs.
+
+Outputs are compared as the model gives them: logits, or probabilities when
+the model ends in a Softmax (``OnnxSummary.output_kind``, noted in the
+manifest's model notes). Nothing here applies a softmax: arg-max agreement is
+the same either way, and the differences are then in probability units.
 """
 
 import numpy as np

@@ -4,28 +4,31 @@ One set of ranges, two encodings, because the two runtimes want different graphs
 
 * ``tensorrt``: symmetric INT8 activations (zero point 0, scale amax/127),
   symmetric per-channel INT8 weights, biases left in FP32 (TensorRT's parser
-  rejects INT32 bias DequantizeLinear). Q/DQ sits where TensorRT fuses it: on
-  the data input of every Conv/Gemm/MatMul and on the residual (non-Conv)
-  input of Add, so the add fuses into the preceding convolution.
+  rejects INT32 bias DequantizeLinear), Q/DQ where TensorRT's placement rules
+  put it (``qdq_place``: Conv/Gemm/MatMul inputs, Add residuals, pooling
+  inputs, Concat inputs sharing the output's scale). Written here with
+  onnx.helper, so placement and scales are exactly the ones calibrated.
 * ``cpu``: what ONNX Runtime runs fastest on x86: unsigned activations with a
-  zero point (rmin..rmax), symmetric per-channel INT8 weights and INT32 biases,
-  with Q/DQ on the inputs *and* outputs of Conv/Add/Gemm (after a following
-  Relu, which ONNX Runtime then drops), so every node unit fuses into
-  QLinearConv / QLinearAdd / QGemm.
+  zero point (rmin..rmax), symmetric per-channel INT8 weights and INT32
+  biases. Written by ONNX Runtime's own quantizer fed these ranges
+  (``qdq_ort``: it knows which ops its CPU kernels fuse, and widens weight
+  scales instead of clipping INT32 biases); ONNX Runtime versions that cannot
+  take given ranges get trtkit's writer (``qdq_place.cpu_edges``).
 
-The Q/DQ nodes are written here with onnx.helper (not onnxruntime.quantization,
-which insists on computing its own ranges), so placement and scales are exactly
-the ones calibrated.
+Both need opset 13 (per-channel DequantizeLinear): an older graph is converted
+here, on a copy (``onnx_normalize.upgrade_opset``); the FP32/FP16 variants keep
+the original.
 """
 
 import numpy as np
 
 from trtkit.deps import require
 from trtkit.errors import InputError
+from trtkit.precision.qdq_place import activation_inputs, cpu_edges, head_tensors, tensorrt_edges, weight_of
 
 ENCODINGS = ("tensorrt", "cpu")
 _MIN_SCALE = 1e-8
-_WEIGHT_OPS = ("Conv", "Gemm", "MatMul")
+_SAME_RANGE = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity")
 
 
 def check_encoding(encoding):
@@ -153,67 +156,6 @@ def _drop_unused_initializers(model):
     model.graph.initializer.extend(keep)
 
 
-# ------------------------------------------------------------------ placement
-
-def _activation_inputs(g, node):
-    """The non-initializer inputs of ``node`` that carry activations Q/DQ may wrap."""
-    if node.op_type in _WEIGHT_OPS:
-        return [node.input[0]] if node.input and not g.is_init(node.input[0]) else []
-    return [n for n in node.input if n and not g.is_init(n)]
-
-
-def _after_relu(g, name):
-    """``name``, or the output of the Relu that is its only consumer (quantize after the activation)."""
-    users = g.consumers.get(name, [])
-    if name not in g.outputs and len(users) == 1 and users[0].op_type == "Relu":
-        return users[0].output[0]
-    return name
-
-
-def tensorrt_placement(g):
-    """Tensors to wrap in Q/DQ for TensorRT: Conv/Gemm/MatMul data inputs, the residual input of Add."""
-    chosen = []
-    for node in g.graph.node:
-        if node.op_type in _WEIGHT_OPS and _weight_name(g, node):
-            chosen.extend(_activation_inputs(g, node))
-        elif node.op_type == "Add" and len(_activation_inputs(g, node)) == 2:
-            chosen.extend(tensorrt_placement_for(g, node))
-    return list(dict.fromkeys(chosen))
-
-
-def cpu_placement(g):
-    """Tensors to wrap in Q/DQ for ONNX Runtime: inputs and (post-Relu) outputs of Conv/Gemm/MatMul/Add."""
-    chosen = []
-    for node in g.graph.node:
-        if node.op_type in _WEIGHT_OPS and _weight_name(g, node) or node.op_type == "Add":
-            inputs = _activation_inputs(g, node)
-            if node.op_type == "Add" and len(inputs) != 2:
-                continue
-            chosen.extend(inputs)
-            out = _after_relu(g, node.output[0])
-            if out not in g.outputs:
-                chosen.append(out)
-    for node in g.graph.node:  # MaxPool between quantized tensors runs in uint8
-        if node.op_type == "MaxPool" and node.input[0] in chosen and node.output[0] not in g.outputs:
-            chosen.append(node.output[0])
-    return list(dict.fromkeys(chosen))
-
-
-def _weight_name(g, node):
-    """The initializer weight of a Conv/Gemm/MatMul and the per-channel axis, or None."""
-    if len(node.input) < 2 or not g.is_init(node.input[1]):
-        return None
-    if node.op_type == "Conv":
-        return node.input[1], 0
-    if node.op_type == "Gemm":
-        if g.attr(node, "transA", 0):
-            return None
-        return node.input[1], 0 if g.attr(node, "transB", 0) else 1
-    if g.array(node.input[1]).ndim != 2:  # MatMul: 2-D weights, output channels are the columns
-        return None
-    return node.input[1], 1
-
-
 # ------------------------------------------------------------------ writer
 
 def write_qdq(model, ranges, encoding):
@@ -222,88 +164,24 @@ def write_qdq(model, ranges, encoding):
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration.
     """
     onnx = require("onnx", "writing the INT8 ONNX")
-    numpy_helper = require("onnx.numpy_helper")
-    helper = onnx.helper
     check_encoding(encoding)
-    from trtkit.onnx_tools import opset_of
-    if opset_of(model) < 13:
-        raise InputError("the INT8 Q/DQ graph needs ONNX opset >= 13; this model has {}".format(opset_of(model)),
-                         hint="export the FP32 ONNX with opset 13 or newer")
+    from trtkit.onnx_normalize import upgrade_opset
+    model = upgrade_opset(model, 13, "the INT8 Q/DQ graph")
     model = onnx.ModelProto.FromString(model.SerializeToString())
     _fold_batchnorm(model)
+    if encoding == "cpu":
+        from trtkit.precision.qdq_ort import ort_cpu_qdq
+        g = _Graph(model)
+        head = [g.producer[t] for t in head_tensors(g) if t in g.producer]
+        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head)
+        if written is not None:
+            written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
+            return written
     g = _Graph(model)
-    placement = cpu_placement(g) if encoding == "cpu" else tensorrt_placement(g)
-    missing = [t for t in placement if t not in ranges]
-    if missing:
-        raise InputError("the calibration has no range for {} tensor(s) of the model (e.g. {})".format(
-            len(missing), missing[0]), hint="calibrate this exact ONNX file again")
-
-    new_inits, head, after = [], [], {}
-    qparams = {}
-    for name in placement:
-        if encoding == "cpu":
-            scale, zp = asymmetric_params(*cpu_range(ranges[name]))
-            zp_tensor = numpy_helper.from_array(np.array(zp, dtype=np.uint8), name + "_zero_point")
-        else:
-            scale, zp = symmetric_scale(ranges[name]["amax"]), 0
-            zp_tensor = numpy_helper.from_array(np.array(0, dtype=np.int8), name + "_zero_point")
-        qparams[name] = scale
-        new_inits += [numpy_helper.from_array(np.array(scale, dtype=np.float32), name + "_scale"), zp_tensor]
-        nodes = [helper.make_node("QuantizeLinear", [name, name + "_scale", name + "_zero_point"],
-                                  [name + "_quantized"], name=name + "_QuantizeLinear"),
-                 helper.make_node("DequantizeLinear", [name + "_quantized", name + "_scale", name + "_zero_point"],
-                                  [name + "_dequantized"], name=name + "_DequantizeLinear")]
-        producer = g.producer.get(name)
-        if producer is None:
-            head.extend(nodes)
-        else:
-            after.setdefault(id(producer), []).extend(nodes)
-        for user in g.consumers.get(name, []):
-            if encoding == "tensorrt" and user.op_type not in _WEIGHT_OPS + ("Add",):
-                continue  # TensorRT: only the consumers Q/DQ was placed for
-            if encoding == "tensorrt" and user.op_type == "Add" and name not in tensorrt_placement_for(g, user):
-                continue
-            for i, inp in enumerate(user.input):
-                if inp == name:
-                    user.input[i] = name + "_dequantized"
-
-    quantized_weights = set()
-    for node in g.graph.node:
-        if node.op_type not in _WEIGHT_OPS:
-            continue
-        found = _weight_name(g, node)
-        data = node.input[0]
-        if found is None or not data.endswith("_dequantized"):
-            continue
-        w_name, axis = found
-        weight = g.array(w_name).astype(np.float32)
-        q, scales = quantize_weight(weight, axis)
-        key = w_name + ("" if w_name not in quantized_weights else "_" + node.name)
-        if w_name not in quantized_weights:
-            new_inits += [numpy_helper.from_array(q, key + "_quantized"),
-                          numpy_helper.from_array(scales, key + "_scale"),
-                          numpy_helper.from_array(np.zeros(scales.shape, dtype=np.int8), key + "_zero_point")]
-            head.append(helper.make_node("DequantizeLinear", [key + "_quantized", key + "_scale", key + "_zero_point"],
-                                         [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
-            quantized_weights.add(w_name)
-        node.input[1] = key + "_dequantized"
-        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]):
-            bias_name = node.input[2]
-            bias = g.array(bias_name).astype(np.float64)
-            act_scale = qparams[data[:-len("_dequantized")]]
-            b_scales = (act_scale * scales.astype(np.float64)).astype(np.float32)
-            if bias.ndim != 1 or bias.shape[0] != b_scales.shape[0]:
-                continue
-            qb = np.clip(np.round(bias / b_scales), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
-            bkey = bias_name + "_" + (node.name or node.output[0])
-            new_inits += [numpy_helper.from_array(qb, bkey + "_quantized"),
-                          numpy_helper.from_array(b_scales, bkey + "_scale"),
-                          numpy_helper.from_array(np.zeros(qb.shape, dtype=np.int32), bkey + "_zero_point")]
-            head.append(helper.make_node("DequantizeLinear", [bkey + "_quantized", bkey + "_scale",
-                                                              bkey + "_zero_point"],
-                                         [bkey + "_dequantized"], name=bkey + "_DequantizeLinear", axis=0))
-            node.input[2] = bkey + "_dequantized"
-
+    edges = cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g)
+    _check_ranges(set(e[2] for e in edges), ranges)
+    new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
+    new_inits += _quantize_weights(g, encoding, qparams, head)
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -317,12 +195,102 @@ def write_qdq(model, ranges, encoding):
     return model
 
 
-def tensorrt_placement_for(g, add_node):
-    """The input(s) of one Add that the ``tensorrt`` placement wraps."""
-    inputs = [n for n in add_node.input]
-    from_conv = [g.producer.get(n) is not None and g.producer[n].op_type == "Conv" for n in inputs]
-    if from_conv[0] and not from_conv[1]:
-        return [inputs[1]]
-    if from_conv[1] and not from_conv[0]:
-        return [inputs[0]]
-    return [inputs[1]]
+def _covered(ranges, model):
+    """``ranges`` plus the tensors a shape-only op passes through unchanged (the opset converter adds some,
+    e.g. around an old Softmax); InputError when a Conv/Gemm/MatMul input has no range. ONNX Runtime's
+    quantizer leaves tensors without a range in float."""
+    ranges = dict(ranges)
+    for node in model.graph.node:
+        if node.op_type in _SAME_RANGE and node.input and node.input[0] in ranges:
+            for out in node.output:
+                ranges.setdefault(out, ranges[node.input[0]])
+    g = _Graph(model)
+    _check_ranges([t for n in g.graph.node if weight_of(g, n) for t in activation_inputs(g, n)], ranges)
+    return ranges
+
+
+def _check_ranges(names, ranges):
+    missing = [t for t in names if t not in ranges]
+    if missing:
+        raise InputError("the calibration has no range for {} tensor(s) of the model (e.g. {})".format(
+            len(missing), missing[0]), hint="calibrate this exact ONNX file again")
+
+
+def _insert_qdq(g, edges, ranges, encoding):
+    """One Quantize/Dequantize pair per (tensor, range tensor); the edges' consumers read its output."""
+    numpy_helper = require("onnx.numpy_helper")
+    helper = require("onnx.helper")
+    groups = {}
+    for tensor, consumer, source in edges:
+        groups.setdefault((tensor, source), []).append(consumer)
+    new_inits, head, after, qparams = [], [], {}, {}
+    for (tensor, source), consumers in groups.items():
+        name = tensor if source == tensor else "{}_as_{}".format(tensor, source)
+        if encoding == "cpu":
+            scale, zp = asymmetric_params(*cpu_range(ranges[source]))
+            zp_tensor = numpy_helper.from_array(np.array(zp, dtype=np.uint8), name + "_zero_point")
+        else:
+            scale = symmetric_scale(ranges[source]["amax"])
+            zp_tensor = numpy_helper.from_array(np.array(0, dtype=np.int8), name + "_zero_point")
+        qparams[name] = scale
+        new_inits += [numpy_helper.from_array(np.array(scale, dtype=np.float32), name + "_scale"), zp_tensor]
+        nodes = [helper.make_node("QuantizeLinear", [tensor, name + "_scale", name + "_zero_point"],
+                                  [name + "_quantized"], name=name + "_QuantizeLinear"),
+                 helper.make_node("DequantizeLinear", [name + "_quantized", name + "_scale", name + "_zero_point"],
+                                  [name + "_dequantized"], name=name + "_DequantizeLinear")]
+        producer = g.producer.get(tensor)
+        if producer is None:
+            head.extend(nodes)
+        else:
+            after.setdefault(id(producer), []).extend(nodes)
+        users = g.consumers.get(tensor, []) if None in consumers else consumers
+        for user in users:
+            for i, inp in enumerate(user.input):
+                if inp == tensor:
+                    user.input[i] = name + "_dequantized"
+    return new_inits, head, after, qparams
+
+
+def _quantize_weights(g, encoding, qparams, head):
+    """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
+    ``cpu``, INT32 biases at activation scale x weight scale)."""
+    numpy_helper = require("onnx.numpy_helper")
+    helper = require("onnx.helper")
+    new_inits, quantized_weights = [], set()
+    for node in g.graph.node:
+        found = weight_of(g, node)
+        data = node.input[0] if node.input else ""
+        if found is None or not data.endswith("_dequantized"):
+            continue
+        w_name, axis = found
+        weight = g.array(w_name).astype(np.float32)
+        q, scales = quantize_weight(weight, axis)
+        key = w_name
+        if w_name not in quantized_weights:
+            new_inits += [numpy_helper.from_array(q, key + "_quantized"),
+                          numpy_helper.from_array(scales, key + "_scale"),
+                          numpy_helper.from_array(np.zeros(scales.shape, dtype=np.int8), key + "_zero_point")]
+            head.append(helper.make_node("DequantizeLinear", [key + "_quantized", key + "_scale", key + "_zero_point"],
+                                         [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
+            quantized_weights.add(w_name)
+        node.input[1] = key + "_dequantized"
+        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]):
+            new_inits += _int32_bias(g, node, qparams[data[:-len("_dequantized")]], scales, head)
+    return new_inits
+
+
+def _int32_bias(g, node, act_scale, scales, head):
+    numpy_helper = require("onnx.numpy_helper")
+    helper = require("onnx.helper")
+    bias_name = node.input[2]
+    bias = g.array(bias_name).astype(np.float64)
+    b_scales = (act_scale * scales.astype(np.float64)).astype(np.float32)
+    if bias.ndim != 1 or bias.shape[0] != b_scales.shape[0]:
+        return []
+    qb = np.clip(np.round(bias / b_scales), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+    bkey = bias_name + "_" + (node.name or node.output[0])
+    head.append(helper.make_node("DequantizeLinear", [bkey + "_quantized", bkey + "_scale", bkey + "_zero_point"],
+                                 [bkey + "_dequantized"], name=bkey + "_DequantizeLinear", axis=0))
+    node.input[2] = bkey + "_dequantized"
+    return [numpy_helper.from_array(qb, bkey + "_quantized"), numpy_helper.from_array(b_scales, bkey + "_scale"),
+            numpy_helper.from_array(np.zeros(qb.shape, dtype=np.int32), bkey + "_zero_point")]
