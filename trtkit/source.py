@@ -141,7 +141,7 @@ def _onnx_source(options, work_dir):
     info = {"name": name, "source": "onnx", "onnx": os.path.abspath(options.onnx),
             "sha256": sha256_file(options.onnx), "num_classes": summary.num_classes, "input": contract.to_dict(),
             "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
-            "notes": notes}
+            "output_kind": summary.output_kind, "notes": notes}
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=summary.num_classes, notes=notes)
 
 
@@ -166,7 +166,7 @@ def _torch_source(options):
     model.input_contract = contract = resolve(model.input_contract, options.input_overrides())
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
-            "input": contract.to_dict()}
+            "input": contract.to_dict(), "output_kind": "logits"}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=model.num_classes)
 
@@ -206,5 +206,6 @@ def _module_source(options):
         digest.update(value.detach().cpu().contiguous().numpy().tobytes())
     info = {"name": name, "source": "module", "class": "{}.{}".format(type(module).__module__, type(module).__name__),
             "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
-            "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict()}
+            "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict(),
+            "output_kind": "logits"}
     return ModelSource(name, contract, info, torch_model=module, num_classes=num_classes)

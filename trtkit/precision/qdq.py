@@ -158,27 +158,54 @@ def _drop_unused_initializers(model):
 
 # ------------------------------------------------------------------ writer
 
-def write_qdq(model, ranges, encoding):
-    """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
-
-    ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration.
-    """
+def _prepared(model):
+    """The graph both the writer and ``quantizable_layers`` work on: opset >= 13, BatchNorm folded,
+    every node named (layer names are how a mixed variant says which layers stay float)."""
     onnx = require("onnx", "writing the INT8 ONNX")
-    check_encoding(encoding)
     from trtkit.onnx_normalize import upgrade_opset
     model = upgrade_opset(model, 13, "the INT8 Q/DQ graph")
     model = onnx.ModelProto.FromString(model.SerializeToString())
     _fold_batchnorm(model)
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = "{}_{}".format(node.op_type, index)
+    return model
+
+
+def quantizable_layers(model, encoding):
+    """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights,
+    the classifier excluded), in graph order: what ``keep_float`` can name."""
+    check_encoding(encoding)
+    g = _Graph(_prepared(model))
+    head = head_tensors(g)
+    return [(node.name, node.op_type) for node in g.graph.node
+            if weight_of(g, node) is not None and not any(o in head for o in node.output)]
+
+
+def write_qdq(model, ranges, encoding, keep_float=()):
+    """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
+
+    ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
+    layers (``quantizable_layers``) left in float: a mixed-precision graph.
+    """
+    check_encoding(encoding)
+    model = _prepared(model)
+    keep = set(keep_float)
     if encoding == "cpu":
         from trtkit.precision.qdq_ort import ort_cpu_qdq
         g = _Graph(model)
         head = [g.producer[t] for t in head_tensors(g) if t in g.producer]
-        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head)
+        kept = [n for n in g.graph.node if n.name in keep]
+        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept)
         if written is not None:
             written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
             return written
     g = _Graph(model)
     edges = cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g)
+    if keep:  # kept layers read the float tensor: their weights then stay float too (see _quantize_weights)
+        edges = [(t, user, src) for t, consumer, src in edges
+                 for user in ([consumer] if consumer is not None else g.consumers.get(t, []))
+                 if user.name not in keep]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
     new_inits += _quantize_weights(g, encoding, qparams, head)
