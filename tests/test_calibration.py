@@ -326,3 +326,13 @@ def test_calibrate_never_rewrites_the_users_onnx_in_its_out_folder(fp32_onnx, tm
     assert main(["calibrate", "--onnx", mine, "--calib-images", "32", "--out", str(out)]) == 0
     assert hashlib.sha256(open(mine, "rb").read()).hexdigest() == digest
     assert os.path.isfile(str(out / "mine.calibration.json")) and os.path.isfile(str(out / "mine.calib.cache"))
+
+
+def test_streamed_calibration_equals_the_in_memory_one(fp32_onnx, contract, tmp_path):
+    """A Selection is decoded batch by batch (bounded memory) and gives exactly the ranges of its loaded images."""
+    from trtkit.precision.calibrate import calibrate, calibration_selection
+    selection = calibration_selection("sample", contract, 48, seed=2)
+    streamed = calibrate(fp32_onnx, selection, "entropy", batch_size=16, use_cache=False)
+    loaded = calibrate(fp32_onnx, selection.load(progress=False), "entropy", batch_size=16, use_cache=False)
+    assert streamed.ranges == loaded.ranges and streamed.report["images"] == 48
+    assert streamed.report["data"]["digest"] is None and streamed.report["data"]["identity"] == selection.identity

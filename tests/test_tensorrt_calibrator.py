@@ -31,7 +31,9 @@ NETWORK = types.SimpleNamespace(get_input=lambda index: types.SimpleNamespace(na
 
 
 def _calibration(images, cache):
-    return types.SimpleNamespace(images=types.SimpleNamespace(images=images), trt_cache=cache, method="entropy")
+    from trtkit.data import ImageSet
+    from trtkit.precision.calibrate import Int8Calibration
+    return Int8Calibration(None, ImageSet(images, None, "test"), cache)
 
 
 @pytest.mark.parametrize("method, class_name, base", [("entropy", "IInt8EntropyCalibrator2", _Entropy2),

@@ -47,7 +47,7 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
     """Calibrate the model of ``model_options`` by ``config``; writes report, TensorRT cache (and Q/DQ ONNX)."""
     from trtkit import log
     from trtkit.fileio import write_json
-    from trtkit.precision.calibrate import calibrate, load_calibration_images, save_qdq
+    from trtkit.precision.calibrate import calibrate, calibration_selection, save_qdq
     from trtkit.precision.trt_cache import write_cache
     from trtkit.source import resolve_model
     source = resolve_model(model_options, out_dir)
@@ -58,7 +58,7 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
         onnx_path = os.path.join(out_dir, name + ".fp32.onnx")
         export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, contract=source.contract)
     data = config.data_or("sample")
-    images = load_calibration_images(data, source.contract, config.images, seed=config.seed)
+    images = calibration_selection(data, source.contract, config.images, seed=config.seed)
     result = calibrate(onnx_path, images, config.method, config.batch, config.percentile, use_cache=config.use_cache)
     cache_name = name + ".calib.cache"
     write_cache(os.path.join(out_dir, cache_name), result.amax(), config.method, config.trt_version)

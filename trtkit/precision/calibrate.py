@@ -101,22 +101,28 @@ def _input_spec(model):
     return inputs[0].name, dims
 
 
+def check_image_shape(model, chw):
+    """InputError unless images of shape ``chw`` fit the model input; returns its fixed batch or None."""
+    name, dims = _input_spec(model)
+    if len(dims) != 4:
+        return None
+    for axis, what in ((1, "channels"), (2, "height"), (3, "width")):
+        if dims[axis] is not None and dims[axis] != chw[axis - 1]:
+            raise InputError("calibration images are {}x{}x{} (CxHxW); the model input '{}' is {}".format(
+                chw[0], chw[1], chw[2], name, "x".join(str(d) if d else "?" for d in dims[1:])),
+                hint="calibrate with the model's preprocessing (trtkit.data.load_images with its contract)")
+    return dims[0]
+
+
 def check_images(model, images, batch_size):
     """InputError unless ``images`` fit the model input and fill at least one batch; returns the batch size."""
     if batch_size < 1:
         raise InputError("the calibration batch size must be at least 1, got {}".format(batch_size))
     if images.ndim != 4:
         raise InputError("calibration images have shape {}; expected (N, C, H, W)".format(images.shape))
-    name, dims = _input_spec(model)
-    if len(dims) == 4:
-        for axis, what in ((1, "channels"), (2, "height"), (3, "width")):
-            if dims[axis] is not None and dims[axis] != images.shape[axis]:
-                raise InputError("calibration images are {}x{}x{} (CxHxW); the model input '{}' is {}".format(
-                    images.shape[1], images.shape[2], images.shape[3], name,
-                    "x".join(str(d) if d else "?" for d in dims[1:])),
-                    hint="calibrate with the model's preprocessing (trtkit.data.load_images with its contract)")
-        if dims[0] is not None:
-            batch_size = dims[0]  # a fixed-batch ONNX runs only that batch size
+    fixed = check_image_shape(model, images.shape[1:])
+    if fixed:
+        batch_size = fixed  # a fixed-batch ONNX runs only that batch size
     if not np.all(np.isfinite(images)):
         raise InputError("calibration images contain NaN or inf", hint="check the data source")
     if images.shape[0] < batch_size:
@@ -198,7 +204,9 @@ def _remove(path):
 
 def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CALIB_BATCH,
               percentile=DEFAULT_PERCENTILE, use_cache=True, cache_root=None):
-    """Calibrate the FP32 ONNX at ``onnx_path`` on ``imageset`` (a trtkit.data.ImageSet).
+    """Calibrate the FP32 ONNX at ``onnx_path`` on ``imageset``: a trtkit.data.ImageSet (in memory) or a
+    ``Selection`` (streamed: decoded batch by batch, so the calibration set need not fit in memory; its
+    identity, which covers the files and the preprocessing, keys the cache instead of a pixel digest).
 
     Returns a CalibrationResult; ``result.ranges`` has amax/min/max of every
     float activation, ``result.report`` is the JSON-ready report.
@@ -207,15 +215,27 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
     check_method(method)
     start = time.time()
     model = load_onnx(onnx_path, check=False)
-    images = imageset.images
-    batch_size = check_images(model, images, int(batch_size))
-    if _input_spec(model)[1][:1] == [batch_size] and images.shape[0] % batch_size:
-        images = images[:images.shape[0] - images.shape[0] % batch_size]  # a fixed-batch ONNX takes full batches
-        log.info("calibration: the model's batch is fixed at {}; using {} images".format(batch_size, len(images)))
+    from trtkit.data import ImageSet
+    streamed = not isinstance(imageset, ImageSet)
+    if streamed:
+        count = len(imageset)
+        shape = (count,) + tuple(imageset.contract.shape)
+        batch_size = check_image_shape(model, shape[1:]) or int(batch_size)
+        if count < batch_size:
+            raise InputError("only {} calibration image(s), fewer than one batch of {}".format(count, batch_size),
+                             hint="give more images (--calib-images, a bigger --calib-data)")
+        images, digest = None, None
+    else:
+        images = imageset.images
+        batch_size = check_images(model, images, int(batch_size))
+        if _input_spec(model)[1][:1] == [batch_size] and images.shape[0] % batch_size:
+            images = images[:images.shape[0] - images.shape[0] % batch_size]  # a fixed-batch ONNX: full batches
+            log.info("calibration: the model's batch is fixed at {}; using {} images".format(batch_size, len(images)))
+        count, shape = images.shape[0], images.shape
+        digest = data_digest(images)
     names = activation_tensors(model)
     model_hash = graph_hash(model)
-    digest = data_digest(images)
-    stats_key = _key(STATS_FORMAT, NUM_BINS, model_hash, imageset.identity, digest, images.shape)
+    stats_key = _key(STATS_FORMAT, NUM_BINS, model_hash, imageset.identity, digest, shape)
     root = cache_root or cache_dir("calib")
     stats_file = _stats_path(root, stats_key)
     ranges_file = _ranges_path(root, stats_key, method, percentile)
@@ -231,7 +251,12 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
             stats_state = "reused"
         else:
             t0 = time.time()
-            histograms = collect_stats(model, images, batch_size)
+            fixed = _input_spec(model)[1][:1]
+            if streamed:
+                histograms = collect_stats(model, (b for b, _ in imageset.batches(batch_size, progress=False)),
+                                           batch_size, fixed_batch=fixed[0] if fixed else None, total=count)
+            else:
+                histograms = collect_stats(model, images, batch_size, fixed_batch=fixed[0] if fixed else None)
             stats_seconds = time.time() - t0
             if use_cache:
                 _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
@@ -246,7 +271,7 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
     report = {
         "method": method,
         "percentile": percentile if method == "percentile" else None,
-        "images": int(images.shape[0]),
+        "images": int(count),
         "batch_size": batch_size,
         "data": {"source": imageset.source, "identity": imageset.identity, "digest": digest},
         "model": {"onnx": os.path.basename(onnx_path), "graph_sha256": model_hash},
@@ -256,8 +281,8 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
                     "ranges": round(ranges_seconds, 3)},
         "tensors": dict((n, dict(r, scale=r["amax"] / 127.0)) for n, r in ranges.items()),
     }
-    log.info("calibration ({}, {} images): statistics {}, ranges {} in {:.1f}s".format(
-        method, images.shape[0], stats_state, ranges_state, total))
+    log.info("calibration ({}, {} images{}): statistics {}, ranges {} in {:.1f}s".format(
+        method, count, ", streamed" if streamed else "", stats_state, ranges_state, total))
     return CalibrationResult(ranges, report)
 
 
@@ -267,10 +292,16 @@ def load_calibration_images(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0
     The one loader of calibration images: the Q/DQ writers and TensorRT's
     implicit-INT8 calibrator both get the ImageSet it returns.
     """
-    from trtkit.data import load_images
+    return calibration_selection(source, contract, count, seed).load(progress=False)
+
+
+def calibration_selection(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
+    """The calibration images as a stream: ``count`` chosen (seeded) from the *train* split, decoded only
+    while the statistics pass runs (``load_calibration_images`` holds the same images in memory)."""
+    from trtkit.data import select
     if count is not None and count < 1:
         raise InputError("--calib-images must be at least 1, got {}".format(count))
-    return load_images(source, contract, split="train", limit=count, seed=seed)
+    return select(source, contract, split="train", limit=count, seed=seed)
 
 
 def save_qdq(fp32_onnx, ranges, encoding, dst):
@@ -287,8 +318,8 @@ def save_qdq(fp32_onnx, ranges, encoding, dst):
 
 class Int8Calibration(object):
     """What a build's INT8 step hands to the backend: the calibration (``result``: ranges and report),
-    the images it used (``images``, an ImageSet; TensorRT's implicit path and torch2trt calibrate on
-    them) and the TensorRT calibration cache it wrote (``trt_cache``, a path)."""
+    the images it used (``images``: a streamed Selection or an ImageSet) and the TensorRT calibration
+    cache it wrote (``trt_cache``, a path)."""
 
     def __init__(self, result, images, trt_cache):
         self.result = result
@@ -298,6 +329,13 @@ class Int8Calibration(object):
     @property
     def method(self):
         return self.result.method
+
+    def image_array(self):
+        """The calibration images as one float32 NCHW array (TensorRT's implicit path and torch2trt take
+        them so; ``--calib-images`` bounds their size)."""
+        from trtkit.data import ImageSet
+        loaded = self.images if isinstance(self.images, ImageSet) else self.images.load(progress=False)
+        return loaded.images
 
 
 def make_int8_variant(fp32_onnx, name, contract, config, default_data, encoding, out_dir):
@@ -310,7 +348,7 @@ def make_int8_variant(fp32_onnx, name, contract, config, default_data, encoding,
     from trtkit.precision.trt_cache import write_cache
     config = config or CalibrationConfig()
     source = config.data_or(default_data)
-    imageset = load_calibration_images(source, contract, config.images, seed=config.seed)
+    imageset = calibration_selection(source, contract, config.images, seed=config.seed)
     result = calibrate(fp32_onnx, imageset, config.method, config.batch, config.percentile,
                        use_cache=config.use_cache)
     onnx_path = save_qdq(fp32_onnx, result.ranges, encoding, os.path.join(out_dir, "{}.int8.onnx".format(name)))

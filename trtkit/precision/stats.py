@@ -125,34 +125,48 @@ def _instrumented_session(model, names):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics"):
-    """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images`` (N, C, H, W).
+def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics",
+                  fixed_batch=None, total=None):
+    """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images``: an (N, C, H, W)
+    array, or an iterable of such batches (a stream: ``total`` images in all).
 
     ``model`` is an onnx.ModelProto. One pass over the images, in order. Each batch
     runs as sub-batches sized so that their activations (all returned at once) stay
     within ``ACTIVATION_BUDGET_BYTES``: the first image alone measures the size per
     image. Memory is then bounded whatever the model, the input size or
-    ``batch_size``; the result is deterministic for given images.
+    ``batch_size``; the result is deterministic for given images. A model whose
+    batch is fixed (``fixed_batch``) runs exactly that many images a run.
     """
     from trtkit import log
     names = activation_tensors(model)
     session = _instrumented_session(model, names)
     input_name = session.get_inputs()[0].name
     histograms = dict((n, AbsHistogram(bins)) for n in names)
-    total = images.shape[0]
+    if isinstance(images, np.ndarray):
+        total = images.shape[0]
+        chunks = (images[s:s + batch_size] for s in range(0, total, batch_size))
+    else:
+        chunks = images
     per_image = None
     with log.Progress(progress_label, total=total, unit="img") as bar:
-        for start in range(0, total, batch_size):
-            stop = min(start + batch_size, total)
+        for chunk in chunks:
+            start, stop = 0, len(chunk)
             while start < stop:
-                step = 1 if per_image is None else max(1, min(stop - start, ACTIVATION_BUDGET_BYTES // per_image))
-                batch = np.ascontiguousarray(images[start:start + step], dtype=np.float32)
+                if fixed_batch:
+                    step = fixed_batch
+                elif per_image is None:
+                    step = 1
+                else:
+                    step = max(1, min(stop - start, ACTIVATION_BUDGET_BYTES // per_image))
+                batch = np.ascontiguousarray(chunk[start:start + step], dtype=np.float32)
+                if fixed_batch and len(batch) != fixed_batch:
+                    break  # a fixed-batch model takes whole batches only
                 values = session.run(names, {input_name: batch})
                 if per_image is None:
                     per_image = max(1, sum(v.nbytes for v in values))
                 for index, name in enumerate(names):
                     histograms[name].update(values[index])
                     values[index] = None  # release each activation once counted
-                bar.update(step)
+                bar.update(len(batch))
                 start += step
     return histograms

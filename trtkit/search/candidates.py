@@ -33,8 +33,7 @@ class Candidate(object):
 def make_candidates(fp32_onnx, name, contract, config, calibration_config, default_data, encoding, out_dir):
     """Write every candidate's ONNX into ``out_dir``; returns (candidates, search record for the manifest)."""
     onnx = require("onnx", "the precision search")
-    from trtkit.data import select
-    from trtkit.precision.calibrate import Int8Calibration, calibrate, save_qdq
+    from trtkit.precision.calibrate import Int8Calibration, calibrate, calibration_selection, save_qdq
     from trtkit.precision.fp16 import convert_fp16
     from trtkit.precision.qdq import write_qdq
     from trtkit.precision.trt_cache import write_cache
@@ -46,9 +45,7 @@ def make_candidates(fp32_onnx, name, contract, config, calibration_config, defau
     fp16_path = os.path.join(out_dir, "{}.fp16.onnx".format(name))
     kept_ops = convert_fp16(fp32_onnx, fp16_path)
     candidates.append(_scored(Candidate("fp16", "fp16", fp16_path, {"kept_fp32_ops": kept_ops}), tune, reference))
-    calib_selection = select(source, contract, split="train", limit=calibration_config.images,
-                             seed=calibration_config.seed)
-    calib_set = calib_selection.load(progress=False)
+    calib_set = calibration_selection(source, contract, calibration_config.images, calibration_config.seed)
     best = None
     for method in config.methods:
         result = calibrate(fp32_onnx, calib_set, method, calibration_config.batch, calibration_config.percentile,

@@ -148,10 +148,10 @@ def set_precision_flags(trt, config, precision):
     """Weakly typed builds (8.x-10.x): FP16 for fp16; INT8 plus FP16 for the non-quantized layers of int8."""
     flags = trt.BuilderFlag
     names = []
-    if precision in ("fp16", "int8") and has(flags, "FP16"):
+    if precision in ("fp16", "int8", "mixed") and has(flags, "FP16"):
         config.set_flag(flags.FP16)
         names.append("FP16")
-    if precision == "int8" and has(flags, "INT8"):
+    if precision in ("int8", "mixed") and has(flags, "INT8"):
         config.set_flag(flags.INT8)
         names.append("INT8")
     return names

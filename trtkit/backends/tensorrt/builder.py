@@ -49,13 +49,19 @@ def _logger(trt):
 
 
 def _source_and_mode(trt, flavour, onnx_path, precision, inputs, options, fast):
-    """Which ONNX to parse and how: (path, precision actually built, int8 path, note)."""
-    if precision == "int8" and fast.get("int8") is False:
+    """Which ONNX to parse and how: (path, precision actually built, int8 path, note).
+
+    ``mixed`` (INT8 Q/DQ on some layers, float elsewhere: the precision search's variant) builds like
+    Q/DQ INT8.
+    """
+    if precision in ("int8", "mixed") and fast.get("int8") is False:
         note = "this GPU has no fast INT8 (e.g. Jetson Nano): building FP16 instead of INT8"
         log.warn(note)
         return _fp16_onnx(inputs), "fp16", None, note
     if precision == "fp16" and fast.get("fp16") is False:
         log.warn("this GPU has no fast FP16: the FP16 engine may be no faster than FP32")
+    if precision == "mixed":
+        return onnx_path, precision, "qdq", None
     if precision != "int8":
         return onnx_path, precision, None, None
     mode = options.resolved_int8_path()

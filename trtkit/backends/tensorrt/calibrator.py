@@ -60,7 +60,7 @@ def make_calibrator(trt, network, batch, calibration=None, cache_path=None):
     if not api.has(trt, class_name):
         raise InputError("TensorRT {} has no {} (INT8 calibrators were removed)".format(trt.__version__, class_name),
                          hint="use the Q/DQ INT8 path (the default)")
-    images = calibration.images.images if calibration is not None else None
+    images = calibration.image_array() if calibration is not None else None
     if images is None and not have_cache:
         raise InputError("implicit INT8 needs calibration images or a calibration cache",
                          hint="build with --precision int8 (it calibrates), or pass --calib-cache FILE")

@@ -44,7 +44,7 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
             raise InputError("torch2trt INT8 needs the build's calibration images", hint="build --precision int8")
         kwargs["int8_mode"] = True
         kwargs["int8_calib_dataset"] = [[torch.from_numpy(chunk).cuda()]
-                                        for chunk in calibration_batches(calibration.images.images, opt)]
+                                        for chunk in calibration_batches(calibration.image_array(), opt)]
     start = time.time()
     with torch.no_grad():
         module = converter.torch2trt(model, [example], **kwargs)

@@ -1,0 +1,141 @@
+"""--precision auto: candidates, per-layer sensitivity, mixed INT8 by bisection, and a speed-checked choice."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trtkit.errors import InputError  # noqa: E402
+from trtkit.search.select import choose  # noqa: E402
+
+
+def _record(name, precision, agreement, accuracy, ips, reference_accuracy=0.9):
+    return {"name": name, "precision": precision, "throughput_ips": ips,
+            "verify": {"top1_agreement": agreement, "accuracy": accuracy, "reference_accuracy": reference_accuracy}}
+
+
+def test_the_fastest_within_budget_wins_and_slow_int8_is_said():
+    records = [_record("m.fp32", "fp32", 1.0, 0.90, 100.0), _record("m.fp16", "fp16", 1.0, 0.90, 90.0),
+               _record("m.int8-entropy", "int8", 0.97, 0.88, 300.0), _record("m.mixed-k2", "mixed", 0.995, 0.898, 200.0)]
+    selection = choose(records, 0.5, "accuracy")
+    assert selection["chosen"] == "m.mixed-k2"  # int8 is faster but loses 2 points
+    rows = dict((r["name"], r) for r in selection["candidates"])
+    assert not rows["m.int8-entropy"]["within_budget"] and rows["m.mixed-k2"]["within_budget"]
+    assert any("m.int8-entropy loses 2.00 points" in n for n in selection["notes"])
+    # on a backend where quantized graphs run slower than float: the faster float variant, and why
+    slow = [_record("m.fp32", "fp32", 1.0, 0.90, 100.0), _record("m.int8-entropy", "int8", 1.0, 0.90, 60.0)]
+    selection = choose(slow, 0.5, "accuracy")
+    assert selection["chosen"] == "m.fp32"
+    assert any("slower than m.fp32" in n for n in selection["notes"])
+    # without labels the budget is in agreement points
+    assert choose(records, 0.6, "agreement")["chosen"] == "m.mixed-k2"
+    with pytest.raises(InputError, match="verified and timed"):
+        choose([_record("m.fp32", "fp32", 1.0, 0.9, None)], 0.5, "accuracy")
+
+
+class OutlierNet(torch.nn.Module):
+    """A small digits CNN; ``add_outlier`` makes one channel 1000x larger and the next layer 1000x smaller
+    for it: the same function in float, but per-tensor INT8 ranges of that tensor crush every other channel."""
+
+    def __init__(self):
+        super(OutlierNet, self).__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(16, 32, 3, padding=1, stride=2)
+        self.conv3 = torch.nn.Conv2d(32, 32, 3, padding=1, stride=2)
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = torch.relu(self.conv2(x))
+        x = torch.relu(self.conv3(x))
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+    def add_outlier(self, factor=1000.0):
+        with torch.no_grad():
+            self.conv1.weight[0] *= factor
+            self.conv1.bias[0] *= factor
+            self.conv2.weight[:, 0] /= factor
+
+
+@pytest.fixture(scope="module")
+def outlier_model():
+    from trtkit.contract import InputContract
+    from trtkit.data import load_images
+    torch.manual_seed(0)
+    contract = InputContract(size=32, resize="stretch")
+    train = load_images("sample", contract, split="train")
+    model = OutlierNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x, y = torch.from_numpy(train.images), torch.from_numpy(train.labels)
+    for _ in range(6):
+        for start in range(0, len(x), 64):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[start:start + 64]), y[start:start + 64]).backward()
+            optimizer.step()
+    model.eval()
+    model.add_outlier()
+    return model
+
+
+def test_auto_meets_the_budget_with_a_mixed_variant_and_checks_its_speed(outlier_model, tmp_path):
+    import trtkit
+    result = trtkit.build(model=outlier_model, input_size=32, resize="stretch", precision="auto", max_drop=0.3,
+                          tune_images=128, calib_images=128, backend="onnxruntime", out=str(tmp_path / "b"),
+                          verify_images=300)
+    manifest = result.manifest
+    selection = manifest["selection"]
+    rows = dict((r["name"].split(".", 1)[1], r) for r in selection["candidates"])
+    assert set(rows) >= {"fp32", "fp16", "int8-entropy", "int8-percentile"}
+    assert selection["max_drop"] == 0.3 and selection["metric"] == "accuracy"
+    plain = [r for name, r in rows.items() if name.startswith("int8-")]
+    assert all(not r["within_budget"] for r in plain), plain  # the outlier breaks plain INT8
+    mixed = [r for name, r in rows.items() if name.startswith("mixed-k")]
+    assert len(mixed) == 1 and mixed[0]["within_budget"] and mixed[0]["kept_layers"], rows
+    assert mixed[0]["precision"] == "mixed"
+    chosen = rows[selection["chosen"].split(".", 1)[1]]
+    within = [r for r in rows.values() if r["within_budget"]]
+    assert chosen["throughput_ips"] == max(r["throughput_ips"] for r in within)  # the fastest within budget
+    if chosen["precision"] in ("fp32", "fp16"):  # the mixed variant was slower here: said so
+        assert any(mixed[0]["name"] in note and "slower" in note for note in selection["notes"])
+    for name in manifest["search"]["reports"]:
+        assert os.path.isfile(os.path.join(result.dir, name))
+    table = json.load(open(os.path.join(result.dir, "outliernet.sensitivity.json")))["layers"]
+    assert table[0]["drop"] >= table[-1]["drop"] and len(table) == 3  # conv1..conv3; the classifier stays float
+    assert table[0]["layer"] in mixed[0]["kept_layers"]
+    assert set(manifest["files"]) == set(os.listdir(result.dir)) - {"manifest.json"}
+
+
+def test_tensorrt_rtx_builds_the_mixed_tensorrt_graph(outlier_model, tmp_path):
+    pytest.importorskip("tensorrt_rtx")
+    from trtkit.backends import get_backend
+    from trtkit.backends.base import BuildInputs
+    from trtkit.contract import InputContract
+    from trtkit.export import export_onnx
+    from trtkit.precision.config import CalibrationConfig
+    from trtkit.search.candidates import make_candidates
+    from trtkit.search.config import SearchConfig
+    contract = InputContract(size=32, resize="stretch")
+    fp32 = str(tmp_path / "m.fp32.onnx")
+    export_onnx(outlier_model, fp32, contract=contract)
+    candidates, search = make_candidates(fp32, "m", contract, SearchConfig(max_drop=0.3, tune_images=64),
+                                         CalibrationConfig(images=64), "sample", "tensorrt", str(tmp_path))
+    mixed = [c for c in candidates if c.precision == "mixed"]
+    assert mixed and mixed[0].meta["kept_layers"]
+    engine = str(tmp_path / "m.mixed.engine")
+    info = get_backend("tensorrt-rtx").build(mixed[0].onnx_path, "mixed", engine, BuildInputs(contract=contract))
+    assert os.path.getsize(engine) > 0 and info["strongly_typed"]
+
+
+def test_auto_is_alone_and_its_options_are_checked():
+    from trtkit.build_options import parse_precisions
+    from trtkit.search.config import SearchConfig
+    with pytest.raises(InputError, match="give it alone"):
+        parse_precisions("auto,fp16")
+    with pytest.raises(InputError, match="--max-drop"):
+        SearchConfig(max_drop=-1)
+    with pytest.raises(InputError, match="--tune-images"):
+        SearchConfig(tune_images=2)
+    assert np.isclose(SearchConfig(max_drop="0.25").max_drop, 0.25)
