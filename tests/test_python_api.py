@@ -72,3 +72,21 @@ def test_infer_num_classes_reads_other_heads():
     assert infer_num_classes({"features.0.weight": np.zeros((8, 3, 3, 3)), "classifier.3.weight": np.zeros((5, 16)),
                               "classifier.3.bias": np.zeros(5)}) == 5
     assert infer_num_classes({"conv.weight": np.zeros((8, 3, 3, 3))}) is None
+
+
+def test_a_mobilenet_v3_style_module_at_32x48_keeps_accuracy_in_every_precision(tmp_path):
+    """Issue 14's acceptance: depthwise convolutions, hardswish and squeeze-excite, non-square, trained briefly."""
+    from zoo_models import mobilenet_v3_style, train_briefly
+    from trtkit.contract import InputContract
+    from trtkit.data import load_images
+    contract = InputContract(size=(32, 48), resize="stretch")
+    train = load_images("sample", contract, split="train")
+    model = train_briefly(mobilenet_v3_style(num_classes=10), train.images, train.labels, epochs=8)
+    result = trtkit.build(model=model, input_size=(32, 48), resize="stretch", precision="fp32,fp16,int8",
+                          backend="onnxruntime", out=str(tmp_path / "b"), bench_seconds=0,
+                          calib_method="percentile", calib_images=256)
+    figures = dict((a["precision"], a["verify"]) for a in result.artifacts)
+    assert figures["fp32"]["top1_agreement"] == 1.0
+    assert figures["fp16"]["top1_agreement"] >= 0.99
+    assert figures["int8"]["top1_agreement"] >= 0.97, figures["int8"]
+    assert figures["fp32"]["reference_accuracy"] >= 0.9  # trained: the agreement is about a working model
