@@ -10,13 +10,15 @@ count sends requests of ``--batch`` preprocessed images to
 ``<name>_<precision>``, each thread with its own tritonclient client, for at
 most ``--seconds`` or ``--requests`` requests per thread (after a warm-up),
 and records every request's latency and every error. The direct runner
-(``trtkit.load(...).runner.infer`` on the same batch, one thread, in this
-process) is measured before the server starts and after it stops; the faster
-of the two is the reference. Printed:
+(``trtkit.load(...).runner.infer`` on the same batch, one thread, in a child
+process in a session of its own like the server's) is timed while the server
+idles, interleaved with the served settings over ``--rounds`` rounds, so both
+see the same machine; medians are reported. Printed:
 images/s, requests/s, p50/p99 latency and errors per setting, and the
-overhead: served p50 at one thread minus the direct p50 (the cost of the
-protocol, Triton's queue and PyTriton's hop), and served images/s at the best
-setting over the direct images/s.
+overhead: the served latency at one client thread minus the direct one (the
+cost of the protocol, Triton's queue and PyTriton's hop), by the fastest
+request and by the medians, and the best served images/s over the direct
+runner's.
 
 ``perf_analyzer`` runs too when it is on PATH (``pip install perf-analyzer``
 gives a placeholder without the binary on some indexes; NGC's
@@ -63,6 +65,7 @@ def summary(latencies, errors, seconds, batch):
     return {"requests": done, "errors": errors, "seconds": round(seconds, 3),
             "images_per_s": round(done * batch / seconds, 1) if seconds > 0 else None,
             "requests_per_s": round(done / seconds, 1) if seconds > 0 else None,
+            "min_ms": _ms(min(latencies)) if latencies else None,
             "p50_ms": _ms(percentile(latencies, 50)), "p99_ms": _ms(percentile(latencies, 99))}
 
 
@@ -71,7 +74,17 @@ def _ms(seconds):
 
 
 def direct(build, precision, batch, seconds, warmup):
-    """The runner the server uses, called directly: one thread, the same batch, no server running."""
+    """The runner the server uses, called directly (one thread, the same batch) in a child process started like
+    the server: in a session of its own. On Linux with autogroup scheduling each session gets an equal share of
+    a busy machine, so a runner timed in this process's session would be compared unfairly with the server's."""
+    command = [sys.executable, os.path.abspath(__file__), "--direct-child", json.dumps(
+        [build, precision, batch, seconds, warmup])]
+    output = subprocess.check_output(command, cwd=ROOT, start_new_session=True, universal_newlines=True,
+                                     env=dict(os.environ, PYTHONPATH=ROOT))
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def direct_child(build, precision, batch, seconds, warmup):
     import trtkit
     images = np.random.RandomState(0).randn(batch, *_shape(build)).astype(np.float32)
     with trtkit.load(build, precision=precision) as model:
@@ -85,7 +98,7 @@ def direct(build, precision, batch, seconds, warmup):
             latencies.append(time.perf_counter() - began)
         record = summary(latencies, 0, time.perf_counter() - start, batch)
         record.update(artifact=model.name, backend=model.backend, device=runner.device)
-    return record
+    print(json.dumps(record))
 
 
 def _shape(build):
@@ -194,27 +207,44 @@ def sample_build(folder, precision):
     return folder
 
 
+def median_of(runs):
+    """One row from repeated runs of a setting: medians of the rates and percentiles, sums of counts."""
+    def med(key):
+        values = sorted(r[key] for r in runs if r[key] is not None)
+        return values[len(values) // 2] if values else None
+    row = dict(runs[0], requests=sum(r["requests"] for r in runs), errors=sum(r["errors"] for r in runs))
+    row.update((key, med(key)) for key in ("images_per_s", "requests_per_s", "p50_ms", "p99_ms"))
+    row["images_per_s_runs"] = [r["images_per_s"] for r in runs]
+    row["best_images_per_s"] = max(r["images_per_s"] or 0 for r in runs)
+    row["min_ms"] = min(r["min_ms"] for r in runs if r["min_ms"] is not None)
+    return row
+
+
 def report(record):
-    lines = ["serve load: {} ({}) served by `{}`, batch {} per request, {} s or {} requests per thread "
-             "after {} warm-up requests; {}".format(record["model"], record["artifact"], record["serve_command"],
-                                                    record["batch"], record["seconds"], record["requests"],
-                                                    record["warmup"], record["machine"]), "",
-             "| path | client threads | requests | errors | images/s | requests/s | p50 ms | p99 ms |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["serve load: {} ({}) served by `{}`; batch {} per request; per setting and round {} s or {} requests "
+             "per thread after {} warm-up requests; {} rounds, interleaved (direct, then every served setting), "
+             "medians shown; {}".format(record["model"], record["artifact"], record["serve_command"], record["batch"],
+                                        record["seconds"], record["requests"], record["warmup"], record["rounds"],
+                                        record["machine"]), "",
+             "| path | client threads | requests | errors | images/s (median) | images/s per round | "
+             "requests/s | min ms | p50 ms | p99 ms |", "|---|---|---|---|---|---|---|---|---|---|"]
     d = record["direct"]
-    for when, run in zip(("before serving", "after serving"), record["direct_runs"]):
-        lines.append("| direct runner ({}, {}), {} | 1 | {} | 0 | {} | {} | {} | {} |".format(
-            run["backend"], run["device"], when, run["requests"], run["images_per_s"], run["requests_per_s"],
-            run["p50_ms"], run["p99_ms"]))
+    lines.append("| direct runner ({}, {}) | 1 | {} | 0 | {} | {} | {} | {} | {} | {} |".format(
+        d["backend"], d["device"], d["requests"], d["images_per_s"], ", ".join(str(v) for v in d["images_per_s_runs"]),
+        d["requests_per_s"], d["min_ms"], d["p50_ms"], d["p99_ms"]))
     for r in record["served"]:
-        lines.append("| served, {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            r["protocol"], r["threads"], r["requests"], r["errors"], r["images_per_s"], r["requests_per_s"],
-            r["p50_ms"], r["p99_ms"]))
+        lines.append("| served, {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            r["protocol"], r["threads"], r["requests"], r["errors"], r["images_per_s"],
+            ", ".join(str(v) for v in r["images_per_s_runs"]), r["requests_per_s"], r["min_ms"], r["p50_ms"],
+            r["p99_ms"]))
     o = record["overhead"]
-    lines += ["", "Overhead: served p50 at 1 thread minus direct p50: HTTP {} ms, gRPC {} ms; best served images/s "
-              "{} ({}, {} threads) = {:.0%} of the (faster) direct runner's {}.".format(
-                  o["http_p50_ms"], o["grpc_p50_ms"], o["best_images_per_s"], o["best_protocol"], o["best_threads"],
-                  o["best_fraction_of_direct"], d["images_per_s"]),
+    lines += ["", "Overhead per request at 1 client thread, by the fastest request (the figure interference from "
+              "other work disturbs least): HTTP {} ms, gRPC {} ms over the direct runner's {} ms; by the "
+              "medians: HTTP {} ms, gRPC {} ms. Best round's served images/s {} ({}, {} threads) = {:.0%} of the "
+              "direct runner's best round, {}.".format(
+                  o["http_min_ms"], o["grpc_min_ms"], d["min_ms"], o["http_p50_ms"], o["grpc_p50_ms"],
+                  o["best_images_per_s"], o["best_protocol"], o["best_threads"], o["best_fraction_of_direct"],
+                  d["best_images_per_s"]),
               "Errors in all: {}. SIGTERM stopped the server in {} s (exit code {}).".format(
                   sum(r["errors"] for r in record["served"]), record["stop_seconds"], record["stop_code"])]
     pa = record["perf_analyzer"]
@@ -229,42 +259,47 @@ def main(argv=None):
     parser.add_argument("--precision", default="fp32", help="the artifact to serve (default: fp32)")
     parser.add_argument("--batch", type=int, default=8, help="images per request (default: 8)")
     parser.add_argument("--threads", default="1,4,8", help="client thread counts (default: 1,4,8)")
-    parser.add_argument("--seconds", type=float, default=10.0, help="time bound per setting (default: 10)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time bound per setting and round (default: 3)")
     parser.add_argument("--requests", type=int, default=1000, help="request bound per thread (default: 1000)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: 5)")
     parser.add_argument("--warmup", type=int, default=5, help="warm-up requests per client (default: 5)")
     parser.add_argument("--max-batch", type=int, help="trtkit serve --max-batch (default: its own)")
     parser.add_argument("--save", action="store_true", help="write benchmarks/results/<device>/serve_load.{md,json}")
+    parser.add_argument("--direct-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.direct_child:
+        return direct_child(*json.loads(args.direct_child))
+    from trtkit.app.locate import locate
+    from trtkit.app.triton_models import model_names
     from trtkit.bench.device import device_record, device_slug
     work = tempfile.mkdtemp(prefix="trtkit-serve-load-")
     try:
         build = args.build or sample_build(os.path.join(work, "build"), args.precision)
         shape = _shape(build)
-        print("direct runner ...", file=sys.stderr)
-        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        record = {"batch": args.batch, "seconds": args.seconds, "requests": args.requests, "warmup": args.warmup,
-                  "direct_runs": [direct(build, args.precision, args.batch, args.seconds, args.warmup)]}
-        from trtkit.app.locate import locate
-        from trtkit.app.triton_models import model_names
         target = locate(build, precision=args.precision)
-        record.update(model=model_names(target)[0], artifact=target.name)
+        record = {"batch": args.batch, "seconds": args.seconds, "requests": args.requests, "warmup": args.warmup,
+                  "rounds": args.rounds, "model": model_names(target)[0], "artifact": target.name,
+                  "direct_runs": [], "served_runs": []}
+        load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         ports = free_ports(3)
         process, record["serve_command"] = start_server(build, args.precision, ports, args.max_batch,
                                                         os.path.join(work, "serve.log"))
+        settings = [(protocol, port, int(threads)) for protocol, port in (("http", ports[0]), ("grpc", ports[1]))
+                    for threads in args.threads.split(",") if threads.strip()]
         try:
-            record["served"] = []
-            for protocol, port in (("http", ports[0]), ("grpc", ports[1])):
-                for threads in [int(t) for t in args.threads.split(",") if t.strip()]:
-                    print("{} x {} threads ...".format(protocol, threads), file=sys.stderr)
-                    record["served"].append(load(protocol, port, record["model"], threads, args.batch, shape,
-                                                 args.seconds, args.requests, args.warmup))
+            for round_index in range(args.rounds):  # the server idles while the direct runner is timed
+                print("round {}: direct runner ...".format(round_index + 1), file=sys.stderr)
+                record["direct_runs"].append(direct(build, args.precision, args.batch, args.seconds, args.warmup))
+                for protocol, port, threads in settings:
+                    print("round {}: {} x {} threads ...".format(round_index + 1, protocol, threads), file=sys.stderr)
+                    record["served_runs"].append(load(protocol, port, record["model"], threads, args.batch, shape,
+                                                      args.seconds, args.requests, args.warmup))
             record["perf_analyzer"] = perf_analyzer(record["model"], ports[1], args.batch, shape)
         finally:
             record["stop_code"], record["stop_seconds"] = stop_server(process)
-        print("direct runner again ...", file=sys.stderr)
-        record["direct_runs"].append(direct(build, args.precision, args.batch, args.seconds, args.warmup))
-        # compared with the faster direct run (before or after the server): the overhead is not understated
-        record["direct"] = max(record["direct_runs"], key=lambda r: r["images_per_s"] or 0)
+        record["direct"] = median_of(record["direct_runs"])
+        record["served"] = [median_of([r for r in record["served_runs"] if (r["protocol"], r["threads"]) == (p, t)])
+                            for p, _, t in settings]
         device = device_record(import_torch=False)
         cpu = device.get("cpu", {})
         record["device"] = device
@@ -291,14 +326,16 @@ def main(argv=None):
 def overhead(record):
     direct_record = record["direct"]
 
-    def p50(protocol):
+    def single(protocol, key):
         rows = [r for r in record["served"] if r["protocol"] == protocol and r["threads"] == 1]
-        return round(rows[0]["p50_ms"] - direct_record["p50_ms"], 3) if rows and rows[0]["p50_ms"] else None
+        return round(rows[0][key] - direct_record[key], 3) if rows and rows[0][key] is not None else None
 
-    best = max(record["served"], key=lambda r: r["images_per_s"] or 0)
-    return {"http_p50_ms": p50("http"), "grpc_p50_ms": p50("grpc"), "best_images_per_s": best["images_per_s"],
-            "best_protocol": best["protocol"], "best_threads": best["threads"],
-            "best_fraction_of_direct": (best["images_per_s"] or 0) / direct_record["images_per_s"]}
+    best = max(record["served"], key=lambda r: r["best_images_per_s"])
+    return {"http_min_ms": single("http", "min_ms"), "grpc_min_ms": single("grpc", "min_ms"),
+            "http_p50_ms": single("http", "p50_ms"), "grpc_p50_ms": single("grpc", "p50_ms"),
+            "best_images_per_s": best["best_images_per_s"], "best_protocol": best["protocol"],
+            "best_threads": best["threads"],
+            "best_fraction_of_direct": best["best_images_per_s"] / direct_record["best_images_per_s"]}
 
 
 if __name__ == "__main__":
