@@ -162,6 +162,27 @@ def test_sigterm_stops_the_server_within_30_seconds(server):
     assert log.read().rstrip().endswith("stopped")
 
 
+def test_load_predict_and_serve_import_with_numpy_only():
+    """trtkit.load is part of ``import trtkit``, and the new commands' modules import, with the heavy packages
+    (and PyTriton) blocked."""
+    result = run_python("""
+sys.modules['pytriton'] = None
+import trtkit
+assert callable(trtkit.load) and trtkit.Classifier.__name__ == 'Classifier'
+import trtkit.commands.predict, trtkit.commands.serve, trtkit.app.serve, trtkit.app.triton_models, trtkit.app.inputs
+from trtkit.cli import main
+for name in ('predict', 'serve'):
+    try:
+        main([name, '--help'])
+    except SystemExit as exc:
+        assert exc.code == 0
+heavy = [m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime', 'PIL', 'torch', 'tritonclient')]
+assert not heavy, heavy
+print('LIGHT OK')
+""")
+    assert result.returncode == 0 and "LIGHT OK" in result.stdout, result.stderr
+
+
 def test_serve_without_its_extra_names_it(tmp_path):
     result = run_python("""
 sys.modules['pytriton'] = None   # as if nvidia-pytriton were not installed

@@ -169,6 +169,7 @@ def serve(path, options=None, stop=None, on_ready=None):
         for target in targets:
             log.info("loading {} ({}, {}) ...".format(target.name, target.backend, target.precision or "-"))
             workers.append(Worker(target, options.max_batch))
+        stop.loading = False
         config = pytriton.TritonConfig(
             http_address=options.address, http_port=options.http_port, grpc_address=options.address,
             grpc_port=options.grpc_port, allow_metrics=bool(options.metrics_port),
@@ -212,12 +213,20 @@ def serve(path, options=None, stop=None, on_ready=None):
 
 
 def _handle_signals(stop):
-    """SIGINT and SIGTERM set ``stop`` (in the main thread only: Python delivers signals there); returns the undo."""
+    """SIGINT and SIGTERM set ``stop``; while the runners load they also interrupt (KeyboardInterrupt, so what was
+    loaded is closed on the way out). Main thread only (Python delivers signals there); returns the undo."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {}
+
+    def handler(*_):
+        stop.set()
+        if stop.loading:  # nothing started yet but the runners: interrupt; once Triton starts, let it come up
+            raise KeyboardInterrupt  # and stop it cleanly (killed mid-start it leaves its backend stubs behind)
+
+    stop.loading = True
     for number in (signal.SIGINT, signal.SIGTERM):
-        previous[number] = signal.signal(number, lambda *_: stop.set())
+        previous[number] = signal.signal(number, handler)
 
     def restore():
         for number, handler in previous.items():
