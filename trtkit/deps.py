@@ -22,6 +22,7 @@ _KNOWN = {
     "torch2trt": ("torch2trt", None),
     "pycuda": ("pycuda", None),
     "tritonclient": ("tritonclient", "triton"),
+    "pytriton": ("nvidia-pytriton", "serve"),
 }
 
 _HOW = {

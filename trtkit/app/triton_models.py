@@ -1,0 +1,138 @@
+"""The models ``trtkit serve`` binds into Triton (through PyTriton), two per served artifact.
+
+``<name>_<precision>`` (e.g. ``resnet18_fp16``): input ``input`` FP32
+[-1, C, H, W] (preprocessed, as the manifest's ``model.input`` says) ->
+output ``logits`` FP32 [-1, K]. Triton's dynamic batcher joins requests into
+batches of up to ``max_batch`` images (preferred: the engine profile's opt and
+max); a request of the wrong shape or dtype is refused by Triton itself.
+
+``<name>_<precision>_images``: input ``images`` BYTES [-1, 1] (one encoded
+JPEG/PNG/... file per row), decoded and preprocessed on the server with the
+build's contract -> ``logits`` FP32 [-1, K], ``top_classes`` INT64 [-1, k],
+``top_probabilities`` FP32 [-1, k] and ``top_names`` BYTES [-1, k] (UTF-8
+class names; the index when the build has none), best first, ``k`` =
+``--top-k``. It has no dynamic batcher: the images of one request are one
+batch, so an image that does not decode fails its own request only.
+
+Each artifact's runner lives in one thread of its own (``Worker``): both of its
+models queue their batches there, so a runner is never used by two threads at
+once (a TensorRT execution context is not thread-safe) and a CUDA context is
+current where the engine was loaded.
+"""
+
+import numpy as np
+
+from trtkit import log
+from trtkit.errors import TrtkitError
+
+DEFAULT_MAX_BATCH = 32  # no profile to take it from (ONNX): the largest batch Triton forms
+
+
+class Worker(object):
+    """One artifact's Classifier, loaded and run in a thread of its own."""
+
+    def __init__(self, target, max_batch=None):
+        from concurrent.futures import ThreadPoolExecutor
+        from trtkit.app.classifier import Classifier
+        self.target = target
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            self.classifier = self._pool.submit(Classifier.open, target, max_batch or DEFAULT_MAX_BATCH).result()
+        except BaseException:
+            self._pool.shutdown()
+            raise
+        self.batch_range = self.classifier.runner.batch_range()
+
+    def logits(self, batch):
+        return self._pool.submit(self.classifier.logits, batch).result()
+
+    def close(self):
+        try:
+            self._pool.submit(self.classifier.close).result()
+        finally:
+            self._pool.shutdown()
+
+
+def batching(worker, max_batch=None):
+    """(max_batch_size, preferred batch sizes) for an artifact: ``max_batch`` or the profile's max, else 32."""
+    batch_range = worker.batch_range
+    if max_batch is None:
+        max_batch = batch_range[2] if batch_range else DEFAULT_MAX_BATCH
+    preferred = []
+    if batch_range:
+        preferred = sorted(set(b for b in batch_range[1:] if 1 < b <= max_batch))
+    return int(max_batch), preferred
+
+
+def model_names(target):
+    """The two Triton model names of a Target: ``resnet18_fp16`` and ``resnet18_fp16_images``."""
+    from trtkit.deploy.triton import model_name
+    name = model_name(target.artifact or {"path": target.path})  # artifact resnet18.fp16, file resnet18.fp16.onnx
+    return name, name + "_images"
+
+
+def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
+    """The keyword arguments of ``Triton.bind`` for a Worker's models (see the module doc)."""
+    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+    contract = worker.classifier.contract
+    classes = worker.classifier.num_classes or -1
+    max_batch, preferred = batching(worker, max_batch)
+    k = min(int(top_k), classes) if classes > 0 else int(top_k)
+    logits_name, images_name = model_names(worker.target)
+    logits_out = Tensor(name="logits", dtype=np.float32, shape=(classes,))
+    models = [dict(model_name=logits_name, infer_func=_logits_function(worker),
+                   inputs=[Tensor(name="input", dtype=np.float32, shape=tuple(contract.shape))], outputs=[logits_out],
+                   config=ModelConfig(max_batch_size=max_batch, batcher=DynamicBatcher(
+                       max_queue_delay_microseconds=int(queue_delay_us), preferred_batch_size=preferred or None)))]
+    if images:
+        models.append(dict(
+            model_name=images_name, infer_func=_images_function(worker, k),
+            inputs=[Tensor(name="images", dtype=bytes, shape=(1,))],
+            outputs=[logits_out, Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
+                     Tensor(name="top_probabilities", dtype=np.float32, shape=(k,)),
+                     Tensor(name="top_names", dtype=bytes, shape=(k,))],
+            config=ModelConfig(max_batch_size=max_batch, batcher=None)))
+    return models
+
+
+def _bad_request(exc):
+    """A request trtkit cannot serve: one line in the server's log, Triton's error response to the client."""
+    from pytriton.exceptions import PyTritonBadParameterError
+    log.warn("refused a request: {}".format(exc))
+    return PyTritonBadParameterError(str(exc))
+
+
+def _logits_function(worker):
+    def infer(requests):
+        arrays = [np.asarray(request["input"], dtype=np.float32) for request in requests]
+        sizes = [a.shape[0] for a in arrays]
+        try:
+            logits = worker.logits(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
+        except TrtkitError as exc:
+            raise _bad_request(exc)
+        return [{"logits": part} for part in np.split(logits, np.cumsum(sizes)[:-1])]
+    return infer
+
+
+def _images_function(worker, k):
+    from trtkit.app.inputs import decode_bytes
+    classifier = worker.classifier
+
+    def infer(requests):
+        responses = []
+        for request in requests:
+            encoded = np.asarray(request["images"]).reshape(-1)
+            try:
+                batch = np.stack([decode_bytes(data, classifier.contract) for data in encoded])
+                logits = worker.logits(batch)
+            except TrtkitError as exc:
+                raise _bad_request(exc)
+            tops = classifier.top(logits, k)
+            responses.append({
+                "logits": logits,
+                "top_classes": np.asarray([[c for c, _, _ in top] for top in tops], dtype=np.int64),
+                "top_probabilities": np.asarray([[p for _, _, p in top] for top in tops], dtype=np.float32),
+                "top_names": np.asarray([[(str(c) if n is None else n).encode("utf-8") for c, n, _ in top]
+                                         for top in tops], dtype=object)})
+        return responses
+    return infer

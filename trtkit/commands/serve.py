@@ -1,0 +1,35 @@
+"""trtkit serve: a build's artifacts on a Triton Inference Server (PyTriton), with trtkit's runners."""
+
+NAME = "serve"
+HELP = "serve a build on a Triton Inference Server (HTTP/gRPC, dynamic batching) through PyTriton"
+DESCRIPTION = """Serve a build's artifacts on a real Triton Inference Server.
+
+PATH is a build folder, its manifest.json, or one artifact. Each artifact that
+passed verification (or each of --precision) is served by trtkit's own runner
+(ONNX Runtime on the CPU, TensorRT on a GPU) as two Triton models:
+
+  <name>_<precision>         input "input" FP32 [-1,C,H,W] (preprocessed) -> "logits" FP32 [-1,K]
+                             (Triton's dynamic batching)
+  <name>_<precision>_images  input "images" BYTES [-1,1] (encoded JPEG/PNG, preprocessed on the
+                             server with the build's contract) -> "logits", "top_classes" INT64
+                             [-1,k], "top_probabilities" FP32 [-1,k], "top_names" BYTES [-1,k]
+
+Needs the serve extra: pip install 'trtkit[serve]' (PyTriton ships tritonserver;
+Python 3.8+). SIGINT or SIGTERM stops the server cleanly."""
+EPILOG = """examples:
+  trtkit serve build/engines                                   every passing artifact, localhost:8000/8001
+  trtkit serve build/engines --precision fp16 --max-batch 64 --address 0.0.0.0
+  curl -s localhost:8000/v2/health/ready -o /dev/null -w "%{http_code}\\n"
+(a tritonclient example: docs/deploy.md)"""
+
+
+def add_arguments(parser):
+    from trtkit.app.serve import ServeOptions
+    parser.add_argument("model", metavar="PATH", help="build folder, its manifest.json, or one artifact")
+    ServeOptions.add_arguments(parser)
+
+
+def run(args):
+    from trtkit.app.serve import ServeOptions, serve
+    serve(args.model, ServeOptions.from_args(args))
+    return 0
