@@ -17,7 +17,7 @@ import onnx
 import pytest
 
 import onnx_zoo
-from trtkit.build import BuildOptions, build
+from trtkit.pipeline import BuildOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
 from trtkit.deps import available

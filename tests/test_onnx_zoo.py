@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx_zoo
 from conftest import run_cli
-from trtkit.build import BuildOptions, build
+from trtkit.pipeline import BuildOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
 from trtkit.errors import InputError

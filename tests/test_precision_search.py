@@ -106,6 +106,26 @@ def test_auto_meets_the_budget_with_a_mixed_variant_and_checks_its_speed(outlier
     assert table[0]["drop"] >= table[-1]["drop"] and len(table) == 3  # conv1..conv3; the classifier stays float
     assert table[0]["layer"] in mixed[0]["kept_layers"]
     assert set(manifest["files"]) == set(os.listdir(result.dir)) - {"manifest.json"}
+    _the_chosen_artifact_is_the_default(result, selection["chosen"], tmp_path)
+
+
+def _the_chosen_artifact_is_the_default(result, chosen, tmp_path):
+    """trtkit.load, trtkit bench and export-triton take the chosen artifact unless told otherwise."""
+    import trtkit
+    from trtkit.bench.plan import BenchOptions, plan_from_manifest
+    from trtkit.deploy.triton import select_artifacts
+    from trtkit.manifest import load_manifest
+    manifest = load_manifest(result.dir)
+    assert [a["name"] for a in select_artifacts(manifest)] == [chosen]
+    assert len(select_artifacts(manifest, precisions=["fp32", "fp16"])) == 2
+    variants = plan_from_manifest(manifest, BenchOptions(), torch_modes=None)
+    assert [v.precision for v in variants] == [manifest_precision(manifest, chosen)]
+    with trtkit.load(result.dir) as classifier:
+        assert os.path.basename(classifier.path) == [a["path"] for a in manifest["artifacts"] if a["name"] == chosen][0]
+
+
+def manifest_precision(manifest, name):
+    return [a["precision"] for a in manifest["artifacts"] if a["name"] == name][0]
 
 
 def test_tensorrt_rtx_builds_the_mixed_tensorrt_graph(outlier_model, tmp_path):

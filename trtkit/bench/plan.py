@@ -181,8 +181,13 @@ def plan_from_manifest(manifest, options, backends=None, precisions=None, torch_
                     variants.append(v)
         else:
             log.warn("the build's checkpoint {} is gone: no PyTorch baselines".format(checkpoint))
+    selected = (manifest.get("selection") or {}).get("chosen") if backends is None and precisions is None else None
+    if selected:
+        log.info("benchmarking the chosen artifact {} (--precisions/--backends time the others)".format(selected))
     for artifact in manifest.get("artifacts", []):
         if not want(artifact["backend"], backends) or not want(artifact["precision"], precisions):
+            continue
+        if selected and artifact["name"] != selected:
             continue
         agreement = (artifact.get("verify") or {}).get("top1_agreement")
         variants.append(artifact_variant(name, artifact["backend"], artifact["precision"],

@@ -38,7 +38,12 @@ def model_name(artifact, base=None, multiple=True):
 
 
 def select_artifacts(manifest, names=None, precisions=None, include_failing=False):
-    """The artifacts to export: by name and/or precision; failing ones only when asked."""
+    """The artifacts to export: by name and/or precision; failing ones only when asked. With neither, a
+    build made by ``--precision auto`` exports its chosen artifact, other builds every passing one."""
+    selected = (manifest.get("selection") or {}).get("chosen")
+    if not names and not precisions and selected:
+        log.info("exporting the chosen artifact {} (--artifact/--precision export others)".format(selected))
+        names = [selected]
     chosen = []
     for artifact in manifest["artifacts"]:
         if names and artifact.get("name") not in names:
