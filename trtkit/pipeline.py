@@ -34,6 +34,7 @@ class _Build(object):
         self.options = options
         self.folder = folder
         self.backend = backend
+        self.backends = {backend.name: backend}  # every backend an artifact of the build is for
         self.source = source
         self.name = source.name
         self.selection = None     # the held-out images to verify on (listed, decoded as a stream)
@@ -116,9 +117,9 @@ def _build_artifact(state, precision):
     return _build_from(state, precision, precision, onnx_path, variant_meta, calibration)
 
 
-def _build_from(state, label, precision, onnx_path, variant_meta, calibration):
-    """Build the backend artifact ``NAME.<label>`` of one ONNX variant; returns its manifest record."""
-    backend = state.backend
+def _build_from(state, label, precision, onnx_path, variant_meta, calibration, backend=None):
+    """Build the ``backend`` artifact ``NAME.<label>`` of one ONNX variant; returns its manifest record."""
+    backend = backend or state.backend
     name = "{}.{}".format(state.name, label)
     artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
@@ -158,7 +159,7 @@ def _verify_all(state, records):
     with contextlib.ExitStack() as stack:
         runners = {}
         for record in records:
-            runner = state.backend.runner(state.folder.stage_path(record["path"]))
+            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]))
             try:
                 stack.enter_context(runner)
             except DeviceUnavailable as exc:
@@ -261,12 +262,14 @@ def _build_into(options, folder):
                                torch_model=state.source.torch_model, tensorrt=options.tensorrt)
     if options.auto:
         candidates, search = _search_candidates(state)
-        for candidate in candidates:
-            log.info("building {} {} ...".format(state.name, candidate.label))
-            record = _build_from(state, candidate.label, candidate.precision, candidate.onnx_path, candidate.meta,
-                                 candidate.calibration)
-            record["tune"] = candidate.tune
-            manifest["artifacts"].append(record)
+        for backend in _search_backends(state):
+            for candidate in candidates:
+                label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)
+                log.info("building {} {} ...".format(state.name, label))
+                record = _build_from(state, label, candidate.precision, candidate.onnx_path, candidate.meta,
+                                     candidate.calibration, backend)
+                record["tune"] = candidate.tune
+                manifest["artifacts"].append(record)
     else:
         for precision in options.precisions:
             log.info("building {} {} ...".format(state.name, precision))
@@ -289,6 +292,20 @@ def _search_candidates(state):
     options = state.options
     return make_candidates(state.fp32_onnx, state.name, state.source.contract, options.search, options.calibration,
                            options.data, state.backend.int8_encoding, state.folder.staging)
+
+
+def _search_backends(state):
+    """The backends ``--precision auto`` times its candidates on: the build's, and with ``--backend auto`` the
+    other runtimes of the same device that are installed and read the same Q/DQ encoding (OpenVINO beside ONNX
+    Runtime on a CPU): the choice is the fastest engine, whichever runtime runs it."""
+    from trtkit.backends import search_alternatives
+    backends = [state.backend]
+    if state.options.backend == "auto":
+        for backend in search_alternatives(state.backend):
+            log.info("auto: also timing every candidate on {}".format(backend.name))
+            state.backends[backend.name] = backend
+            backends.append(backend)
+    return backends
 
 
 def _select(state, manifest, search):

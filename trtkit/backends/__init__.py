@@ -59,3 +59,22 @@ def select_backend(name="auto"):
         skipped.append("{}: {}".format(registered, reason))
     # ONNX Runtime is the embedded default: when nothing is usable, the missing package is the fix.
     raise MissingDependency("no usable backend: " + "; ".join(skipped))
+
+
+# runtimes that ``--precision auto`` also times its candidates on, beside the backend auto picked: same device,
+# same INT8 encoding, not the embedded default (so not picked by ``--backend auto`` itself)
+SEARCH_ALTERNATIVES = {"onnxruntime": ("openvino",)}
+
+
+def search_alternatives(backend):
+    """Usable Backend instances to time next to ``backend`` in a precision search (none when not installed)."""
+    found = []
+    for name in SEARCH_ALTERNATIVES.get(backend.name, ()):
+        try:
+            other = get_backend(name)
+        except InputError:
+            continue
+        usable, _ = other.availability()
+        if usable and other.int8_encoding == backend.int8_encoding:
+            found.append(other)
+    return found
