@@ -26,6 +26,8 @@ EXTRAS = {
     "tensorrt-rtx": ["tensorrt-rtx-cu12"],
     "bench": ["matplotlib"],
     "triton": ["tritonclient", "protobuf"],
+    # the optional OpenVINO backend (CPU) and NNCF for benchmarks/openvino_compare.py; Python 3.9+ only
+    "openvino": ["openvino>=2023.1; python_version>='3.9'", "nncf; python_version>='3.9'"],
     # desktop GPU images (docker/desktop): TensorRT and torch come from the NGC base image
     "gpu": ["onnx>=1.10", "onnxruntime-gpu>=1.10", "pillow", "scikit-learn", "onnxscript; python_version>='3.9'"],
 }

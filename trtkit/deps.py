@@ -22,6 +22,8 @@ _KNOWN = {
     "torch2trt": ("torch2trt", None),
     "pycuda": ("pycuda", None),
     "tritonclient": ("tritonclient", "triton"),
+    "openvino": ("openvino", "openvino"),
+    "nncf": ("nncf", "openvino"),
 }
 
 _HOW = {
