@@ -10,7 +10,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCKED = ["torch", "onnx", "onnxruntime", "onnxscript", "tensorrt", "tensorrt_rtx", "PIL", "sklearn",
-           "matplotlib", "tritonclient", "google.protobuf", "pycuda", "torch2trt", "cuda"]
+           "matplotlib", "tritonclient", "google.protobuf", "pycuda", "torch2trt", "cuda", "openvino", "nncf"]
 
 PRELUDE = """
 import sys

@@ -23,6 +23,8 @@ _KNOWN = {
     "pycuda": ("pycuda", None),
     "tritonclient": ("tritonclient", "triton"),
     "pytriton": ("nvidia-pytriton", "serve"),
+    "openvino": ("openvino", "openvino"),
+    "nncf": ("nncf", "openvino"),
 }
 
 _HOW = {

@@ -14,6 +14,7 @@ REGISTRY = [
     ("tensorrt", "trtkit.backends.tensorrt:TensorRTBackend"),
     ("tensorrt-rtx", "trtkit.backends.tensorrt:TensorRTRTXBackend"),
     ("onnxruntime", "trtkit.backends.onnxruntime:OnnxRuntimeBackend"),
+    ("openvino", "trtkit.backends.openvino:OpenVINOBackend"),
 ]
 
 

@@ -24,7 +24,7 @@ from trtkit.errors import InputError, TrtkitError
 
 TORCH_BASELINE = ("torch", "fp32")  # (backend, mode) every speed-up is divided by
 BACKEND_LABELS = {"onnxruntime": "ONNX Runtime", "tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX",
-                  "torch2trt": "torch2trt", "torch": "PyTorch"}
+                  "torch2trt": "torch2trt", "torch": "PyTorch", "openvino": "OpenVINO"}
 TORCH_MODE_LABELS = {"fp32": "eager", "half": ".half()", "autocast": "autocast", "channels_last": "channels_last",
                      "compile": "torch.compile"}
 
