@@ -168,10 +168,17 @@ class Runner(object):
         raise NotImplementedError
 
     def inputs(self):
-        raise NotImplementedError
+        """Input TensorSpecs. Default: activate, then the ``_inputs`` list that ``_activate`` set (runners that
+        know their I/O without loading the artifact, like TensorRT's from its sidecar, override this)."""
+        if not self.active:
+            self.activate()
+        return self._inputs
 
     def outputs(self):
-        raise NotImplementedError
+        """Output TensorSpecs; default as ``inputs``, from ``_outputs``."""
+        if not self.active:
+            self.activate()
+        return self._outputs
 
 
 class Backend(object):

@@ -67,16 +67,6 @@ class OnnxRuntimeRunner(Runner):
     def _deactivate(self):
         self.session = None
 
-    def inputs(self):
-        if not self.active:
-            self.activate()
-        return self._inputs
-
-    def outputs(self):
-        if not self.active:
-            self.activate()
-        return self._outputs
-
     @property
     def device(self):
         """"cuda" when the session runs on a GPU provider, else "cpu" (activates to find out)."""

@@ -174,16 +174,6 @@ class OpenVINORunner(Runner):
         self.request = None
         self.compiled = None
 
-    def inputs(self):
-        if not self.active:
-            self.activate()
-        return self._inputs
-
-    def outputs(self):
-        if not self.active:
-            self.activate()
-        return self._outputs
-
     def _infer(self, batch):
         spec = self._inputs[0]
         feed = np.ascontiguousarray(batch, dtype=spec.dtype if spec.dtype != "float16" else np.float16)
