@@ -58,3 +58,22 @@ def partial_files(folder):
             if name.startswith(".") or name.endswith(".tmp"):
                 found.append(os.path.join(root, name))
     return found
+
+
+def rtx_engine_bytes(trt, path, batch_shape):
+    """Build ``path`` with TensorRT-RTX for a batch profile 1..N of ``batch_shape``; the engine's size in bytes."""
+    logger = trt.Logger(trt.Logger.ERROR)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    with open(path, "rb") as handle:
+        parsed = parser.parse(handle.read())
+    assert parsed, [str(parser.get_error(i)) for i in range(parser.num_errors)]
+    config = builder.create_builder_config()
+    profile = builder.create_optimization_profile()
+    name = network.get_input(0).name
+    profile.set_shape(name, (1,) + batch_shape[1:], batch_shape, batch_shape)
+    config.add_optimization_profile(profile)
+    engine = builder.build_serialized_network(network, config)
+    assert engine is not None, "TensorRT-RTX could not build {}".format(path)
+    return len(bytes(engine))

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import rtx_engine_bytes, run_cli
 from trtkit.data import ImageSet
 from trtkit.errors import InputError, VerificationFailed
 
@@ -204,24 +204,6 @@ def test_encodings_differ_as_specified(entropy_result, fp32_onnx, tmp_path):
         assert np.abs(_ort_logits(path, images) - ref).max() < 0.25 * np.abs(ref).max()
 
 
-def _rtx_engine_bytes(trt, path, batch_shape):
-    logger = trt.Logger(trt.Logger.ERROR)
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    with open(path, "rb") as handle:
-        parsed = parser.parse(handle.read())
-    assert parsed, [str(parser.get_error(i)) for i in range(parser.num_errors)]
-    config = builder.create_builder_config()
-    profile = builder.create_optimization_profile()
-    name = network.get_input(0).name
-    profile.set_shape(name, (1,) + batch_shape[1:], batch_shape, batch_shape)
-    config.add_optimization_profile(profile)
-    engine = builder.build_serialized_network(network, config)
-    assert engine is not None, "TensorRT-RTX could not build {}".format(path)
-    return len(bytes(engine))
-
-
 def test_tensorrt_encoding_builds_with_tensorrt_rtx(entropy_result, fp32_onnx, tmp_path):
     trt = pytest.importorskip("tensorrt_rtx")
     from trtkit.precision.calibrate import save_qdq
@@ -230,8 +212,8 @@ def test_tensorrt_encoding_builds_with_tensorrt_rtx(entropy_result, fp32_onnx, t
     int8 = save_qdq(fp32_onnx, result.ranges, "tensorrt", str(tmp_path / "int8.onnx"))
     fp16 = str(tmp_path / "fp16.onnx")
     convert_fp16(fp32_onnx, fp16)
-    int8_bytes = _rtx_engine_bytes(trt, int8, (8, 3, 64, 64))
-    fp16_bytes = _rtx_engine_bytes(trt, fp16, (8, 3, 64, 64))
+    int8_bytes = rtx_engine_bytes(trt, int8, (8, 3, 64, 64))
+    fp16_bytes = rtx_engine_bytes(trt, fp16, (8, 3, 64, 64))
     assert int8_bytes < 0.8 * fp16_bytes, (int8_bytes, fp16_bytes)
 
 

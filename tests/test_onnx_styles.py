@@ -17,6 +17,7 @@ import onnx
 import pytest
 
 import onnx_zoo
+from conftest import rtx_engine_bytes
 from trtkit.pipeline import BuildOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
@@ -116,23 +117,6 @@ def test_style_builds_on_onnxruntime(style, style_builds):
         assert "dynamic" in notes and manifest["model"]["input"]["size"] == 64
 
 
-def _rtx_engine_bytes(trt, path, shape):
-    logger = trt.Logger(trt.Logger.ERROR)
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    with open(path, "rb") as handle:
-        parsed = parser.parse(handle.read())
-    assert parsed, [str(parser.get_error(i)) for i in range(parser.num_errors)]
-    config = builder.create_builder_config()
-    profile = builder.create_optimization_profile()
-    profile.set_shape(network.get_input(0).name, (1,) + shape[1:], shape, shape)
-    config.add_optimization_profile(profile)
-    engine = builder.build_serialized_network(network, config)
-    assert engine is not None, "TensorRT-RTX could not build {}".format(path)
-    return len(bytes(engine))
-
-
 @pytest.mark.skipif(not available("tensorrt_rtx"), reason="tensorrt-rtx-cu12 is not installed")
 @pytest.mark.parametrize("style", STYLES)
 def test_style_builds_tensorrt_rtx_fp16_and_int8_engines(style, style_builds, digits, tmp_path):
@@ -145,5 +129,5 @@ def test_style_builds_tensorrt_rtx_fp16_and_int8_engines(style, style_builds, di
     int8 = save_qdq(fp32, ranges, "tensorrt", str(tmp_path / "int8.onnx"))
     qdq = onnx.load(int8)
     assert qdq.opset_import[0].version >= 13 and any(n.op_type == "QuantizeLinear" for n in qdq.graph.node)
-    sizes = dict((p, _rtx_engine_bytes(trt, path, (4, 3, 64, 64))) for p, path in (("fp16", fp16), ("int8", int8)))
+    sizes = dict((p, rtx_engine_bytes(trt, path, (4, 3, 64, 64))) for p, path in (("fp16", fp16), ("int8", int8)))
     assert sizes["int8"] > 0 and sizes["fp16"] > 0

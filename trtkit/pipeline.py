@@ -133,8 +133,9 @@ def _build_from(state, label, precision, onnx_path, variant_meta, calibration, b
     return record
 
 
-def _reference_runner(state):
-    """What every variant is compared with: PyTorch FP32 when there is a model, else the FP32 ONNX."""
+def _reference_runner(state, stack):
+    """What every variant is compared with: PyTorch FP32 when there is a model, else the FP32 ONNX (its
+    ONNX Runtime session closes with ``stack``)."""
     model = state.source.torch_model
     if model is not None:
         from trtkit.export import torch_logits
@@ -142,7 +143,7 @@ def _reference_runner(state):
         return lambda images: torch_logits(model, images, batch_size)
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
     from trtkit.verify import run_batches
-    runner = OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]).activate()
+    runner = stack.enter_context(OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]))
     return lambda images: run_batches(runner, images, state.options.batch_size)
 
 
@@ -170,7 +171,7 @@ def _verify_all(state, records):
             runners[record["name"]] = (runner, Comparison())
         if not runners:
             return summary
-        reference = _reference_runner(state)
+        reference = _reference_runner(state, stack)
         labels_usable = state.labels_usable
         start = time.time()
         for images, labels in state.selection.batches(options.batch_size, progress="verifying"):

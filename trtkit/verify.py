@@ -36,32 +36,13 @@ def run_batches(runner, images, batch_size=32):
     return np.concatenate(outputs)
 
 
-def accuracy(logits, labels):
-    """Top-1 accuracy, or None when there are no labels or they do not fit the classes."""
-    if labels is None or logits.shape[0] == 0:
-        return None
-    if logits.ndim != 2 or labels.max() >= logits.shape[1]:
-        return None
-    return float(np.mean(logits.argmax(1) == labels))
-
-
 def compare(logits, reference, labels=None):
-    """The verification record of ``logits`` against ``reference`` logits."""
-    logits = np.asarray(logits, dtype=np.float32)
-    reference = np.asarray(reference, dtype=np.float32)
-    if logits.shape != reference.shape:
-        raise VerificationFailed(
-            "the variant's output shape {} differs from the FP32 reference's {}".format(logits.shape, reference.shape),
-            hint="the artifact was not built from this model (another number of classes or output): rebuild it")
-    diff = np.abs(logits - reference)
-    return {
-        "images": int(logits.shape[0]),
-        "top1_agreement": float(np.mean(logits.argmax(1) == reference.argmax(1))),
-        "accuracy": accuracy(logits, labels),
-        "reference_accuracy": accuracy(reference, labels),
-        "max_abs_diff": float(diff.max()) if diff.size else 0.0,
-        "mean_abs_diff": float(diff.mean()) if diff.size else 0.0,
-    }
+    """The verification record of ``logits`` against ``reference`` logits (one ``Comparison`` of one batch):
+    images, top-1 agreement, accuracy and the reference's (None without labels that fit the classes),
+    max and mean |difference|."""
+    comparison = Comparison()
+    comparison.update(logits, reference, labels)
+    return comparison.result()
 
 
 class Comparison(object):
@@ -86,7 +67,10 @@ class Comparison(object):
         logits = np.asarray(logits, dtype=np.float32)
         reference = np.asarray(reference, dtype=np.float32)
         if logits.shape != reference.shape:
-            compare(logits, reference)  # raises the one message for this
+            raise VerificationFailed(
+                "the variant's output shape {} differs from the FP32 reference's {}".format(
+                    logits.shape, reference.shape),
+                hint="the artifact was not built from this model (another number of classes or output): rebuild it")
         diff = np.abs(logits - reference)
         self.images += int(logits.shape[0])
         self.agree += int(np.sum(logits.argmax(1) == reference.argmax(1)))

@@ -14,7 +14,7 @@ import os
 from trtkit import log
 from trtkit.deps import require
 from trtkit.fileio import atomic_path, write_json
-from trtkit.search.tune import drop_points, load_tune_set, logits_of, score
+from trtkit.search.tune import evaluate, load_tune_set, score
 
 
 class Candidate(object):
@@ -82,8 +82,7 @@ def make_candidates(fp32_onnx, name, contract, config, calibration_config, defau
 
 
 def _scored(candidate, tune, reference):
-    figures = score(logits_of(candidate.onnx_path, tune.images), tune)
-    candidate.tune = dict(figures, drop=round(drop_points(figures, reference, tune.metric), 3))
+    candidate.tune = evaluate(candidate.onnx_path, tune, reference)
     return candidate
 
 
@@ -96,8 +95,7 @@ def _mixed(fp32_model, best, table, encoding, tune, reference, max_drop, name, o
     def trial(k):
         if k not in trials:
             graph = write_qdq(fp32_model, best[1].ranges, encoding, keep_float=set(ranked[:k]))
-            figures = score(logits_of(graph, tune.images), tune)
-            trials[k] = (graph, dict(figures, drop=round(drop_points(figures, reference, tune.metric), 3)))
+            trials[k] = (graph, evaluate(graph, tune, reference))
             log.info("mixed INT8 with the {} most sensitive layer(s) in float: tune drop {:.2f} points".format(
                 k, trials[k][1]["drop"]))
         return trials[k]

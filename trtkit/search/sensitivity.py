@@ -14,7 +14,7 @@ import os
 
 from trtkit import log
 from trtkit.fileio import cache_dir, read_json, write_json
-from trtkit.search.tune import drop_points, logits_of, score
+from trtkit.search.tune import evaluate
 
 SENSITIVITY_FORMAT = 1
 
@@ -40,9 +40,7 @@ def layer_sensitivity(model, ranges, encoding, tune, reference_figures, use_cach
     with log.Progress("layer sensitivity", total=len(layers), unit="layer") as bar:
         for name, op in layers:
             graph = write_qdq(model, ranges, encoding, keep_float=everything - {name})
-            figures = score(logits_of(graph, tune.images), tune)
-            table.append(dict(figures, layer=name, op=op, drop=round(drop_points(figures, reference_figures,
-                                                                                 tune.metric), 3)))
+            table.append(dict(evaluate(graph, tune, reference_figures), layer=name, op=op))
             bar.update(1)
     table.sort(key=lambda row: -row["drop"])
     if use_cache:

@@ -70,6 +70,13 @@ def score(logits, tune):
     return {"agreement": agreement, "accuracy": accuracy}
 
 
+def evaluate(graph, tune, reference):
+    """Figures of an ONNX graph (path or ModelProto) on the tune set, with ``drop``: points lost against
+    ``reference`` (the FP32 graph's figures) in the tune set's metric."""
+    figures = score(logits_of(graph, tune.images), tune)
+    return dict(figures, drop=round(drop_points(figures, reference, tune.metric), 3))
+
+
 def drop_points(figures, reference, metric):
     """Top-1 points lost against the FP32 reference: accuracy points, or agreement points below 100 %."""
     if metric == "accuracy":
