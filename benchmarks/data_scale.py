@@ -61,7 +61,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from trtkit.bench.device import device_record, device_slug
-    from trtkit.models import create_model, save_checkpoint
+    from trtkit.models.classifiers import create_model, save_checkpoint
     work = args.keep or tempfile.mkdtemp(prefix="trtkit-data-scale-")
     folder = os.path.join(work, "images")
     try:

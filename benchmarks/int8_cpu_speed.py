@@ -44,8 +44,8 @@ def main(argv=None):
     import numpy as np
     import onnxruntime as ort
     import torch
-    from trtkit.export import export_onnx
-    from trtkit.models import create_model
+    from trtkit.onnx.export import export_onnx
+    from trtkit.models.classifiers import create_model
     from trtkit.precision.calibrate import calibrate, load_calibration_images, save_qdq
 
     torch.manual_seed(0)

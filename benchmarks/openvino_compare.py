@@ -64,8 +64,8 @@ def parse_args(argv):
 
 def build_source(build_dir):
     """(FP32 ONNX path, InputContract, chosen artifact record or None, manifest) of a trtkit build."""
-    from trtkit.manifest import artifact_path, load_manifest
-    from trtkit.models import InputContract
+    from trtkit.pipeline.manifest import artifact_path, load_manifest
+    from trtkit.models.classifiers import InputContract
     manifest = load_manifest(build_dir)
     folder = manifest.get("_dir") or build_dir
     model = manifest.get("model", {})
@@ -88,8 +88,8 @@ def build_source(build_dir):
 
 def random_resnet18(work, size):
     import torch
-    from trtkit.export import export_onnx
-    from trtkit.models import create_model
+    from trtkit.onnx.export import export_onnx
+    from trtkit.models.classifiers import create_model
     torch.manual_seed(0)
     model = create_model("resnet18", num_classes=1000, input_size=size).eval()
     path = os.path.join(work, "resnet18.fp32.onnx")
@@ -246,7 +246,7 @@ def main(argv=None):
     from trtkit.data import load_images
     from trtkit.fileio import write_json, write_bytes
     from trtkit.precision.calibrate import load_calibration_images
-    from trtkit.verify import run_batches
+    from trtkit.pipeline.verify import run_batches
 
     work = tempfile.mkdtemp(prefix="trtkit-ov-compare-")
     chosen = manifest = None

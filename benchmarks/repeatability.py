@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from trtkit.bench.device import describe, device_record  # noqa: E402
 from trtkit.bench.matrix import run_matrix  # noqa: E402
 from trtkit.bench.plan import BenchOptions, load_bench_images, plan_from_manifest, usable_cores  # noqa: E402
-from trtkit.manifest import load_manifest  # noqa: E402
+from trtkit.pipeline.manifest import load_manifest  # noqa: E402
 
 TARGET = 0.10
 

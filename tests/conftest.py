@@ -34,7 +34,7 @@ def run_script(script, args, cwd=None, env=None, timeout=900):
 @pytest.fixture(scope="session")
 def sample():
     """(model, checkpoint path) of the trained sample ResNet18 (64x64 digits)."""
-    from trtkit.sample import sample_model
+    from trtkit.models.sample import sample_model
     model, path, _ = sample_model()
     return model, path
 

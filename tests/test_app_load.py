@@ -30,7 +30,7 @@ CONTRACT = InputContract(size=2, channels=1, mean=(0.0,), std=(1.0,), resize="st
 def tiny_onnx(path, batch="N", probabilities=False, contract=CONTRACT, dims=(1, 2, 2)):
     """x (batch, 1, 2, 2) -> flatten -> @ WEIGHTS -> (Softmax) -> y (batch, 3); the contract in its metadata."""
     from onnx import TensorProto, helper
-    from trtkit.onnx_tools import set_contract_metadata
+    from trtkit.onnx.load import set_contract_metadata
     nodes = [helper.make_node("Flatten", ["x"], ["flat"], axis=1),
              helper.make_node("MatMul", ["flat", "w"], ["scores" if probabilities else "y"])]
     if probabilities:

@@ -33,7 +33,7 @@ def fake_variant(label, runner_factory):
 
 @pytest.fixture(scope="module")
 def sample_result(sample_build, tmp_path_factory):
-    from trtkit.manifest import load_manifest
+    from trtkit.pipeline.manifest import load_manifest
     out, _ = sample_build
     manifest = load_manifest(out)
     options = BenchOptions(batch_sizes=(1, 2), **FAST)
@@ -140,7 +140,7 @@ def test_cli_writes_reports_and_says_where(sample_build, tmp_path):
 
 def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
     """Artifacts go through get_backend(...).runner(path): no GPU / unknown backend -> skipped with a reason."""
-    from trtkit.manifest import load_manifest
+    from trtkit.pipeline.manifest import load_manifest
     out, _ = sample_build
     manifest = load_manifest(out)
     engine = tmp_path / "resnet18.fp16.engine"

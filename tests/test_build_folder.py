@@ -10,8 +10,8 @@ import time
 import pytest
 
 from conftest import CACHE, ROOT
-from trtkit.buildfolder import JOURNAL_NAME, STAGING_PREFIX, recover
-from trtkit.manifest import MANIFEST_NAME, manifest_files
+from trtkit.pipeline.folder import JOURNAL_NAME, STAGING_PREFIX, recover
+from trtkit.pipeline.manifest import MANIFEST_NAME, manifest_files
 
 
 def _popen_build(onnx, out, precision="fp32,fp16"):
@@ -99,7 +99,7 @@ def test_killed_builds_leave_nothing_a_later_build_keeps(fp32_onnx, tmp_path):
 
 def test_a_build_interrupted_while_publishing_is_cleaned_up(sample_build, tmp_path, monkeypatch):
     """Interrupted between moving files in and the manifest: no manifest lies, the next build cleans up."""
-    from trtkit import buildfolder
+    from trtkit.pipeline import folder as buildfolder
     from trtkit.pipeline import BuildOptions, build
     src, _ = sample_build
     options = dict(onnx=os.path.join(src, "resnet18.fp32.onnx"), model="resnet18", backend="onnxruntime",

@@ -171,7 +171,7 @@ def test_cifar_folder_detection(tmp_path):
 def test_sample_digit_files_preprocess_as_the_sample_arrays(tmp_path):
     from PIL import Image
     from sklearn.datasets import load_digits
-    from trtkit.sample import sample_contract
+    from trtkit.models.sample import sample_contract
     contract = sample_contract()
     held = select("sample", contract, split="heldout")
     digits = load_digits()
@@ -192,8 +192,8 @@ def test_sample_digit_files_preprocess_as_the_sample_arrays(tmp_path):
 
 
 def test_the_sample_model_carries_the_contract_it_was_trained_with(sample):
-    from trtkit.models import load_model
-    from trtkit.sample import sample_contract
+    from trtkit.models.classifiers import load_model
+    from trtkit.models.sample import sample_contract
     model, path = sample
     assert model.input_contract == sample_contract() and model.input_contract.resize == "stretch"
     assert load_model(None, path).input_contract.class_names == [str(i) for i in range(10)]

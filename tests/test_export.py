@@ -11,7 +11,7 @@ pytest.importorskip("onnxruntime")
 
 from trtkit.pipeline import BuildOptions, build  # noqa: E402
 from trtkit.data import load_images  # noqa: E402
-from trtkit.export import export_onnx, torch_logits, validate_export  # noqa: E402
+from trtkit.onnx.export import export_onnx, torch_logits, validate_export  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_non_square_checkpoint_builds_fp32_fp16_int8_and_rtx_engines(sample, tmp
     """A torchvision-layout ResNet18 checkpoint at 96x160: export, FP16, INT8 and TensorRT-RTX all take 96x160."""
     from trtkit.pipeline import BuildOptions, build
     from trtkit.precision.config import CalibrationConfig
-    from trtkit.source import ModelOptions
+    from trtkit.pipeline.source import ModelOptions
     _, checkpoint = sample
     out = str(tmp_path / "b")
     source = ModelOptions(checkpoint=checkpoint, input={"size": "96x160", "resize": "stretch"})
@@ -136,7 +136,7 @@ def test_mean_of_the_wrong_length_is_refused_by_the_cli(tmp_path):
 
 
 def test_trtkit_exports_carry_their_contract_to_a_later_onnx_build(sample_build):
-    from trtkit.onnx_tools import OnnxSummary, load_onnx
+    from trtkit.onnx.load import OnnxSummary, load_onnx
     src, manifest = sample_build
     summary = OnnxSummary(load_onnx(os.path.join(src, "resnet18.fp32.onnx")))
     assert summary.contract == InputContract.from_dict(manifest["model"]["input"])

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trtkit.errors import InputError, ModelMismatch  # noqa: E402
-from trtkit.models import create_model, guess_architecture, load_model  # noqa: E402
+from trtkit.models.classifiers import create_model, guess_architecture, load_model  # noqa: E402
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "torchvision_resnet_keys.json")
 

@@ -21,7 +21,7 @@ from trtkit.pipeline import BuildOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
 from trtkit.errors import InputError
-from trtkit.onnx_tools import check_classifier_output, prepare_onnx
+from trtkit.onnx.load import check_classifier_output, prepare_onnx
 from trtkit.precision.config import CalibrationConfig
 
 
@@ -153,7 +153,7 @@ def test_an_output_without_a_rank_is_refused():  # what shape inference leaves w
 
 
 def test_failed_opset_upgrade_names_the_step_that_needed_it():
-    from trtkit.onnx_normalize import upgrade_opset
+    from trtkit.onnx.normalize import upgrade_opset
     conv, w = _conv("w", "a", "y")
     model = _graph([helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 3, 8, 8])],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [conv], [w])
@@ -166,7 +166,7 @@ def test_failed_opset_upgrade_names_the_step_that_needed_it():
 
 
 def test_probabilities_are_compared_as_they_are():
-    from trtkit.verify import Comparison, compare
+    from trtkit.pipeline.verify import Comparison, compare
     reference = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]], np.float32)
     variant = np.array([[0.6, 0.3, 0.1], [0.1, 0.5, 0.4]], np.float32)
     record = compare(variant, reference)

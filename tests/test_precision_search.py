@@ -114,7 +114,7 @@ def _the_chosen_artifact_is_the_default(result, chosen, tmp_path):
     import trtkit
     from trtkit.bench.plan import BenchOptions, plan_from_manifest
     from trtkit.deploy.triton import select_artifacts
-    from trtkit.manifest import load_manifest
+    from trtkit.pipeline.manifest import load_manifest
     manifest = load_manifest(result.dir)
     assert [a["name"] for a in select_artifacts(manifest)] == [chosen]
     assert len(select_artifacts(manifest, precisions=["fp32", "fp16"])) == 2
@@ -133,7 +133,7 @@ def test_tensorrt_rtx_builds_the_mixed_tensorrt_graph(outlier_model, tmp_path):
     from trtkit.backends import get_backend
     from trtkit.backends.base import BuildInputs
     from trtkit.contract import InputContract
-    from trtkit.export import export_onnx
+    from trtkit.onnx.export import export_onnx
     from trtkit.precision.config import CalibrationConfig
     from trtkit.search.candidates import make_candidates
     from trtkit.search.config import SearchConfig
@@ -150,7 +150,7 @@ def test_tensorrt_rtx_builds_the_mixed_tensorrt_graph(outlier_model, tmp_path):
 
 
 def test_auto_is_alone_and_its_options_are_checked():
-    from trtkit.build_options import parse_precisions
+    from trtkit.pipeline.options import parse_precisions
     from trtkit.search.config import SearchConfig
     with pytest.raises(InputError, match="give it alone"):
         parse_precisions("auto,fp16")

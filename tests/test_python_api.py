@@ -67,7 +67,7 @@ def test_module_weights_from_a_checkpoint_and_a_mismatch(tmp_path):
 
 
 def test_infer_num_classes_reads_other_heads():
-    from trtkit.models import infer_num_classes
+    from trtkit.models.classifiers import infer_num_classes
     assert infer_num_classes({"fc.weight": np.zeros((7, 4))}) == 7
     assert infer_num_classes({"features.0.weight": np.zeros((8, 3, 3, 3)), "classifier.3.weight": np.zeros((5, 16)),
                               "classifier.3.bias": np.zeros(5)}) == 5

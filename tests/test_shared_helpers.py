@@ -60,7 +60,7 @@ def test_int_list_reads_commas_and_names_the_option_when_wrong():
 
 
 def test_compare_refuses_outputs_shaped_unlike_the_reference():
-    from trtkit.verify import compare
+    from trtkit.pipeline.verify import compare
     reference = np.eye(4, 10, dtype=np.float32)
     record = compare(reference + 0.5 * np.eye(4, 10, dtype=np.float32), reference)
     assert record["top1_agreement"] == 1.0 and record["max_abs_diff"] == pytest.approx(0.5)

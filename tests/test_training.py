@@ -25,7 +25,7 @@ TINY = dict(data="sample", limit=16, input_size=8, stem="cifar", batch_size=8, e
 
 
 def _weights(path):
-    from trtkit.models import read_checkpoint
+    from trtkit.models.classifiers import read_checkpoint
     return read_checkpoint(path)[0]
 
 
@@ -47,7 +47,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 
 @needs_cpu_scaler
 def test_half_recipe_dtype_layout():
-    from trtkit.models import create_model
+    from trtkit.models.classifiers import create_model
     from trtkit.training.modes import Precision
     model = create_model("resnet18", num_classes=10, stem="cifar", input_size=16)
     precision = Precision("half", "cpu")
@@ -146,7 +146,7 @@ def test_half_training_with_overflowing_scale_skips_steps(tmp_path):
     record = result.history[0]
     assert record["skipped_steps"] >= 1
     assert record["loss_scale"] < 2.0 ** 40
-    from trtkit.models import load_model
+    from trtkit.models.classifiers import load_model
     model = load_model(None, result.checkpoint)  # FP32 masters, loadable for deployment
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert model.trtkit_meta["mode"] == "half"

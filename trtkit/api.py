@@ -1,4 +1,4 @@
-"""The public Python API: ``trtkit.pipeline(...)`` takes the options ``trtkit build`` takes, by the same names.
+"""The public Python API: ``trtkit.build(...)`` takes the options ``trtkit build`` takes, by the same names.
 
 The CLI and the API must never drift apart, so the API builds its options the
 way the CLI does: it starts from the command's own argument defaults, applies
@@ -48,7 +48,7 @@ def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend
     ``resize="pad"``, ``strict=True``...
     """
     from trtkit.pipeline import BuildOptions, build as run_build
-    from trtkit.source import ModelOptions
+    from trtkit.pipeline.source import ModelOptions
     parser = argparse.ArgumentParser(add_help=False)
     BuildOptions.add_arguments(parser)
     args = parser.parse_args([])
@@ -63,7 +63,7 @@ def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend
     for key, value in given.items():
         if key not in known:
             close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
-            raise InputError("trtkit.pipeline() has no option '{}'".format(key),
+            raise InputError("trtkit.build() has no option '{}'".format(key),
                              hint="did you mean {}?".format(" or ".join(close)) if close else
                              "the options are trtkit build's flags, e.g. calib_method, batch, verify_images")
         setattr(args, key, value)

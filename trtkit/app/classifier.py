@@ -162,7 +162,7 @@ class Classifier(object):
 
     def _run(self, inputs, workers=None):
         """Yield (labels, outputs) per batch of at most ``batch_size`` inputs (a float batch is sliced, not copied)."""
-        from trtkit.verify import run_batches
+        from trtkit.pipeline.verify import run_batches
         if isinstance(inputs, np.ndarray) and inputs.ndim == 4 and inputs.dtype.kind == "f":
             from trtkit.app.inputs import prepare
             if inputs.shape[0]:

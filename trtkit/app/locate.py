@@ -24,7 +24,7 @@ import re
 from trtkit import log
 from trtkit.contract import InputContract
 from trtkit.errors import InputError
-from trtkit.manifest import MANIFEST_NAME, artifact_path, load_manifest, manifest_files
+from trtkit.pipeline.manifest import MANIFEST_NAME, artifact_path, load_manifest, manifest_files
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
 ENGINE_BACKENDS = ("tensorrt", "tensorrt-rtx")
@@ -243,7 +243,7 @@ def _lone_onnx(path, precision, backend):
 
 
 def _onnx_contract(path):
-    from trtkit.onnx_tools import OnnxSummary, contract_metadata, load_onnx
+    from trtkit.onnx.load import OnnxSummary, contract_metadata, load_onnx
     model = load_onnx(path, check=False)
     contract = contract_metadata(model)
     if contract is not None:

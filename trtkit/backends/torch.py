@@ -105,7 +105,7 @@ class TorchRunner(Runner):
 
     def _activate(self):
         torch = self.torch = require("torch", "the PyTorch baselines")
-        from trtkit.models import load_model
+        from trtkit.models.classifiers import load_model
         self._device = self.device
         usable, reason = mode_support(self.mode, self.device)
         if not usable:

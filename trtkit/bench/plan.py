@@ -167,7 +167,7 @@ def artifact_variant(model, backend_name, precision, path, threads, agreement=No
 
 def plan_from_manifest(manifest, options, backends=None, precisions=None, torch_modes="auto"):
     """Variants for every artifact of a build (filtered) plus PyTorch baselines from its checkpoint."""
-    from trtkit.manifest import artifact_path
+    from trtkit.pipeline.manifest import artifact_path
     model = manifest.get("model", {})
     name = (model.get("name") or "model").replace("torchvision:", "")
     variants = []
@@ -206,7 +206,7 @@ def plan_from_flags(options, checkpoint=None, model=None, input_size=None, artif
         if not os.path.isfile(checkpoint):
             raise InputError("checkpoint not found: {}".format(checkpoint))
         if not model:
-            from trtkit.models import read_checkpoint
+            from trtkit.models.classifiers import read_checkpoint
             name = (read_checkpoint(checkpoint)[1].get("arch") or "resnet18").replace("torchvision:", "")
         # artifacts share the checkpoint's name so their speed-up is computed against its FP32 eager
         variants += torch_variants(model, checkpoint, torch_modes, options.threads, input_size, name)
@@ -226,7 +226,7 @@ def plan_from_flags(options, checkpoint=None, model=None, input_size=None, artif
 
 def load_bench_images(manifest, contract_size=None, count=64):
     """Images to time with: the build's held-out data when it loads, else deterministic noise."""
-    from trtkit.models import InputContract
+    from trtkit.models.classifiers import InputContract
     model = (manifest or {}).get("model", {})
     contract = InputContract.from_dict(model.get("input") or {"size": contract_size or 224})
     source = ((manifest or {}).get("data") or {}).get("source")

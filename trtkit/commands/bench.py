@@ -29,7 +29,7 @@ def _flag_input(args):
     """The input contract for --checkpoint/--artifact runs: --input-size, else the checkpoint's own record."""
     if args.input_size:
         return {"size": args.input_size}
-    from trtkit.models import read_checkpoint
+    from trtkit.models.classifiers import read_checkpoint
     _, meta = read_checkpoint(args.checkpoint)
     return meta.get("input") or {"size": 224}
 
@@ -108,7 +108,7 @@ def run(args):
         variants = plan_from_flags(options, args.checkpoint, args.model, args.input_size, args.artifact, torch_modes)
         out_dir = args.out or os.path.join("build", "bench")
     else:
-        from trtkit.manifest import load_manifest
+        from trtkit.pipeline.manifest import load_manifest
         manifest = load_manifest(args.manifest or os.path.join("build", "engines"))
         variants = plan_from_manifest(manifest, options, _name_list(args.backends), _name_list(args.precisions),
                                       torch_modes)

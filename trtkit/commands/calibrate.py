@@ -23,7 +23,7 @@ EPILOG = """examples:
 
 def add_arguments(parser):
     from trtkit.precision.config import CalibrationConfig
-    from trtkit.source import ModelOptions
+    from trtkit.pipeline.source import ModelOptions
     ModelOptions.add_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--out", default=os.path.join("build", "calibration"), metavar="DIR",
@@ -36,7 +36,7 @@ def add_arguments(parser):
 def run(args):
     from trtkit.fileio import output_dir
     from trtkit.precision.config import CalibrationConfig
-    from trtkit.source import ModelOptions
+    from trtkit.pipeline.source import ModelOptions
     model_options = ModelOptions.from_args(args)
     config = CalibrationConfig.from_args(args)
     with output_dir(args.out) as out_dir:
@@ -49,12 +49,12 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
     from trtkit.fileio import write_json
     from trtkit.precision.calibrate import calibrate, calibration_selection, save_qdq
     from trtkit.precision.trt_cache import write_cache
-    from trtkit.source import resolve_model
+    from trtkit.pipeline.source import resolve_model
     source = resolve_model(model_options, out_dir)
     name = source.name
     onnx_path = source.onnx_path
     if onnx_path is None:
-        from trtkit.export import export_onnx
+        from trtkit.onnx.export import export_onnx
         onnx_path = os.path.join(out_dir, name + ".fp32.onnx")
         export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, contract=source.contract)
     data = config.data_or("sample")

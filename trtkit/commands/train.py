@@ -24,7 +24,7 @@ EPILOG = """examples:
 
 
 def add_arguments(parser):
-    from trtkit.models import model_names
+    from trtkit.models.classifiers import model_names
     from trtkit.training.modes import MODES
     src = parser.add_argument_group("data and model")
     src.add_argument("--data", default=None, metavar="SOURCE",

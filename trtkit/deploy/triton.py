@@ -22,7 +22,7 @@ from trtkit.deploy.triton_config import TritonOptions, model_config_pb2, model_c
 from trtkit.deploy.triton_io import artifact_io, artifact_kind
 from trtkit.errors import InputError, MissingDependency
 from trtkit.fileio import output_dir
-from trtkit.manifest import artifact_path, load_manifest
+from trtkit.pipeline.manifest import artifact_path, load_manifest
 
 
 def model_name(artifact, base=None, multiple=True):

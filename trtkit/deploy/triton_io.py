@@ -21,7 +21,7 @@ from trtkit.backends.base import TensorSpec
 from trtkit.backends.tensorrt.sidecar import batch_range, check_file, read_sidecar, sidecar_path, tensor_specs
 from trtkit.deps import require
 from trtkit.errors import InputError
-from trtkit.manifest import artifact_path
+from trtkit.pipeline.manifest import artifact_path
 
 PLAN_BACKENDS = ("tensorrt", "tensorrt-rtx")
 

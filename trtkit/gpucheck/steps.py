@@ -50,7 +50,7 @@ def _bench(variants, images, options):
 
 
 def _sample_contract():
-    from trtkit.sample import sample_model
+    from trtkit.models.sample import sample_model
     model, path, _ = sample_model()
     return model.input_contract, path
 
@@ -71,7 +71,7 @@ def step_device(request, save):
 
 
 def step_sample_model(request, save):
-    from trtkit.sample import sample_model
+    from trtkit.models.sample import sample_model
     model, path, trained = sample_model()
     return {"status": "ok", "checkpoint": path, "trained_now": trained,
             "accuracy": (getattr(model, "trtkit_meta", None) or {}).get("accuracy")}
@@ -160,7 +160,7 @@ def rtx_refusal(request, manifest):
     from trtkit.backends.tensorrt.options import TensorRTOptions
     from trtkit.backends.tensorrt.runner import probe_engine
     from trtkit.contract import InputContract
-    from trtkit.manifest import artifact_path
+    from trtkit.pipeline.manifest import artifact_path
     first = manifest["artifacts"][0]
     record = {"trtkit": first.get("status_detail"), "engine": first["name"],
               "tensorrt_rtx_load": probe_engine(artifact_path(manifest, first), "tensorrt-rtx")}

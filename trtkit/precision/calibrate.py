@@ -14,7 +14,7 @@ another method reuses the histograms and recomputes only the ranges; another
 model or data recomputes everything. A cache file that fails to load or does
 not fit the model is reported and recomputed, never trusted.
 
-``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/pipeline.py``):
+``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/pipeline/run.py``):
 it calibrates on the *train* split (verification uses the held-out split),
 writes the Q/DQ ONNX in the encoding the backend asks for
 (``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report,
@@ -91,7 +91,7 @@ def _key(*parts):
 # ------------------------------------------------------------------ checks
 
 def _input_spec(model):
-    from trtkit.onnx_tools import graph_inputs
+    from trtkit.onnx.load import graph_inputs
     inputs = graph_inputs(model)
     if len(inputs) != 1:
         raise InputError("INT8 calibration handles single-input models; this one has {}".format(len(inputs)))
@@ -211,7 +211,7 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
     Returns a CalibrationResult; ``result.ranges`` has amax/min/max of every
     float activation, ``result.report`` is the JSON-ready report.
     """
-    from trtkit.onnx_tools import load_onnx
+    from trtkit.onnx.load import load_onnx
     check_method(method)
     start = time.time()
     model = load_onnx(onnx_path, check=False)

@@ -162,7 +162,7 @@ def _prepared(model):
     """The graph both the writer and ``quantizable_layers`` work on: opset >= 13, BatchNorm folded,
     every node named (layer names are how a mixed variant says which layers stay float)."""
     onnx = require("onnx", "writing the INT8 ONNX")
-    from trtkit.onnx_normalize import upgrade_opset
+    from trtkit.onnx.normalize import upgrade_opset
     model = upgrade_opset(model, 13, "the INT8 Q/DQ graph")
     model = onnx.ModelProto.FromString(model.SerializeToString())
     _fold_batchnorm(model)

@@ -51,7 +51,7 @@ def restore_rng(rng, states, device):
 
 def save_training_checkpoint(path, model, precision, meta, training):
     """Write FP32 weights + metadata + training state to ``path`` atomically."""
-    from trtkit.models import save_checkpoint
+    from trtkit.models.classifiers import save_checkpoint
     training = dict(training)
     training["format"] = FORMAT
     return save_checkpoint(model, path, extra_meta=meta,
@@ -60,7 +60,7 @@ def save_training_checkpoint(path, model, precision, meta, training):
 
 def load_training_checkpoint(path):
     """(fp32 state_dict, metadata, training state) of a checkpoint written by ``trtkit train``."""
-    from trtkit.models import checkpoint_parts, load_checkpoint_payload
+    from trtkit.models.classifiers import checkpoint_parts, load_checkpoint_payload
     payload = load_checkpoint_payload(path)  # validates, loads with weights_only
     state, meta = checkpoint_parts(payload, path)
     training = payload.get("training") if isinstance(payload, dict) else None

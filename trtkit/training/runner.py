@@ -14,7 +14,7 @@ from trtkit.deps import require
 
 def prepare_run(config):
     """(model, train set, held-out set, class names, device) for ``config``, seeded."""
-    from trtkit.models import InputContract, create_model, check_model_name
+    from trtkit.models.classifiers import InputContract, create_model, check_model_name
     from trtkit.training.loop import seed_everything
     from trtkit.training.modes import check_mode, pick_device
     from trtkit.training.sources import default_input_size, load_splits

@@ -34,7 +34,7 @@ def sample_checkpoint_path():
 
 def sample_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached sample model."""
-    from trtkit.models import create_model, load_model, save_checkpoint
+    from trtkit.models.classifiers import create_model, load_model, save_checkpoint
     path = sample_checkpoint_path()
     if os.path.isfile(path) and not retrain:
         try:

@@ -123,7 +123,7 @@ def _finish(path, contract):
     model's input contract, so a later ``--onnx`` build of it preprocesses the same way."""
     import os
     onnx = require("onnx")
-    from trtkit.onnx_tools import set_contract_metadata
+    from trtkit.onnx.load import set_contract_metadata
     model = onnx.load(path)
     set_contract_metadata(model, contract)
     onnx.save(model, path, save_as_external_data=False)
@@ -145,7 +145,7 @@ def torch_logits(model, images, batch_size=64):
 
 def validate_export(onnx_path, reference_logits, images, tolerance=1e-3, batch_size=32):
     """Check an exported ONNX against PyTorch logits on the same images; raise above tolerance."""
-    from trtkit.onnx_tools import load_onnx
+    from trtkit.onnx.load import load_onnx
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
     load_onnx(onnx_path, check=True)
     with OnnxRuntimeRunner(onnx_path, providers=["CPUExecutionProvider"]) as runner:

@@ -31,7 +31,7 @@ import tempfile
 from trtkit import log
 from trtkit.errors import InputError
 from trtkit.fileio import output_dir, read_json, write_json
-from trtkit.manifest import MANIFEST_NAME, manifest_files
+from trtkit.pipeline.manifest import MANIFEST_NAME, manifest_files
 
 STAGING_PREFIX = ".trtkit-build-"
 JOURNAL_NAME = ".trtkit-publish.json"

@@ -49,7 +49,7 @@ class ModelOptions(object):
         if num_classes is not None and int(num_classes) < 1:
             raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
         if model and not onnx:
-            from trtkit.models import check_model_name
+            from trtkit.models.classifiers import check_model_name
             check_model_name(model)
             if not checkpoint and model != "resnet18":
                 raise InputError("--model {} needs --checkpoint (only the resnet18 sample model is built in)".format(
@@ -120,7 +120,7 @@ def resolve_model(options, work_dir):
 
 def _onnx_source(options, work_dir):
     from trtkit.fileio import sha256_file
-    from trtkit.onnx_tools import prepare_onnx
+    from trtkit.onnx.load import prepare_onnx
     name = options.model or _onnx_stem(options.onnx)
     onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
@@ -152,12 +152,12 @@ def _onnx_stem(path):
 
 def _torch_source(options):
     from trtkit.fileio import sha256_file
-    from trtkit.models import load_model
+    from trtkit.models.classifiers import load_model
     if options.checkpoint:
         model = load_model(options.model, options.checkpoint, num_classes=options.num_classes)
         kind, path = "checkpoint", options.checkpoint
     else:
-        from trtkit.sample import sample_model
+        from trtkit.models.sample import sample_model
         model, path, _ = sample_model()
         kind = "sample"
         if options.num_classes is not None and options.num_classes != model.num_classes:
@@ -174,7 +174,7 @@ def _torch_source(options):
 def _module_source(options):
     """Any ``torch.nn.Module`` a Python caller hands over: weights from ``checkpoint`` when given."""
     torch = require("torch", "building a PyTorch module")
-    from trtkit.models import checkpoint_parts, load_checkpoint_payload
+    from trtkit.models.classifiers import checkpoint_parts, load_checkpoint_payload
     module = options.module.eval().cpu()
     if options.checkpoint:
         state, _ = checkpoint_parts(load_checkpoint_payload(options.checkpoint), options.checkpoint)

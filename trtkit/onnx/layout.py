@@ -13,7 +13,7 @@
 """
 
 from trtkit.deps import require
-from trtkit.onnx_normalize import dims_of, graph_inputs
+from trtkit.onnx.normalize import dims_of, graph_inputs
 
 _TO_NCHW = [0, 3, 1, 2]
 _PASS_THROUGH = ("Flatten", "Reshape", "Squeeze", "Identity", "Cast")

@@ -1,7 +1,7 @@
 """The main job: model -> validated FP32 ONNX -> precision variants -> backend artifacts -> verified manifest.
 
 ``build(BuildOptions(...))`` is what ``scripts/build_engine.py`` and
-``trtkit build`` call (``BuildOptions`` lives in ``trtkit.build_options``). Each step gets what it needs as arguments: the model
+``trtkit build`` call (``BuildOptions`` lives in ``trtkit.pipeline.options``). Each step gets what it needs as arguments: the model
 from ``source.resolve_model`` (shared with ``trtkit calibrate``), INT8 ranges
 from ``precision.calibrate`` by a ``CalibrationConfig``, engines from the
 backend by ``BuildInputs`` (with its ``TensorRTOptions``) and the
@@ -18,10 +18,10 @@ import time
 
 from trtkit import log
 from trtkit.backends.base import BuildInputs
-from trtkit.build_options import BuildOptions  # noqa: F401  (callers import it from here with build())
+from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
 from trtkit.errors import DeviceUnavailable
 from trtkit.fileio import human_bytes
-from trtkit.manifest import new_manifest, save_manifest
+from trtkit.pipeline.manifest import new_manifest, save_manifest
 
 
 class _Build(object):
@@ -76,7 +76,7 @@ def _export(state):
     if model is None:
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
-    from trtkit.export import export_onnx, torch_logits, validate_export
+    from trtkit.onnx.export import export_onnx, torch_logits, validate_export
     images = state.first_images
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
@@ -138,11 +138,11 @@ def _reference_runner(state, stack):
     ONNX Runtime session closes with ``stack``)."""
     model = state.source.torch_model
     if model is not None:
-        from trtkit.export import torch_logits
+        from trtkit.onnx.export import torch_logits
         batch_size = state.options.batch_size
         return lambda images: torch_logits(model, images, batch_size)
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
-    from trtkit.verify import run_batches
+    from trtkit.pipeline.verify import run_batches
     runner = stack.enter_context(OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]))
     return lambda images: run_batches(runner, images, state.options.batch_size)
 
@@ -154,7 +154,7 @@ def _verify_all(state, records):
     counts are kept (``verify.Comparison``), so memory does not grow with the data.
     """
     import contextlib
-    from trtkit.verify import Comparison, run_batches
+    from trtkit.pipeline.verify import Comparison, run_batches
     options = state.options
     summary = {"images": 0, "seconds": 0.0, "images_per_second": None, "unreadable_images": 0}
     with contextlib.ExitStack() as stack:
@@ -232,7 +232,7 @@ def _throughput(state, runner, batch):
 
 def build(options):
     """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``)."""
-    from trtkit.buildfolder import build_folder
+    from trtkit.pipeline.folder import build_folder
     with build_folder(options.out) as folder:
         manifest = _build_into(options, folder)
     if options.strict:
@@ -247,7 +247,7 @@ def build(options):
 
 def _build_into(options, folder):
     from trtkit.backends import select_backend
-    from trtkit.source import resolve_model
+    from trtkit.pipeline.source import resolve_model
     total_start = time.time()
     backend, why = select_backend(options.backend)
     log.info("backend: {} ({})".format(backend.name, why))

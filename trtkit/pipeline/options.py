@@ -12,7 +12,7 @@ from trtkit.errors import InputError
 from trtkit.precision import PRECISIONS
 from trtkit.precision.config import CalibrationConfig
 from trtkit.search.config import SearchConfig
-from trtkit.source import ModelOptions
+from trtkit.pipeline.source import ModelOptions
 
 # Top-1 agreement with the FP32 reference below which a variant is marked failing.
 DEFAULT_MIN_AGREEMENT = {"fp32": 0.999, "fp16": 0.99, "int8": 0.98}

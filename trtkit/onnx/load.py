@@ -32,7 +32,7 @@ from trtkit import log
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path
-from trtkit.onnx_normalize import dims_of, graph_inputs, has_shape, opset_of
+from trtkit.onnx.normalize import dims_of, graph_inputs, has_shape, opset_of
 
 __all__ = ["CONTRACT_KEY", "OnnxSummary", "contract_metadata", "graph_inputs", "load_onnx", "opset_of",
            "prepare_onnx", "set_contract_metadata"]
@@ -104,7 +104,7 @@ class OnnxSummary(object):
         self.output_shape = dims_of(model.graph.output[0]) if model.graph.output else []
         self.opset = opset_of(model)
         self.contract = contract_metadata(model)
-        from trtkit.onnx_layout import output_kind
+        from trtkit.onnx.layout import output_kind
         self.output_kind = output_kind(model)
 
     @property
@@ -162,7 +162,7 @@ def _show(dims):
 
 def prepare_onnx(src, dst, notes=None):
     """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes)."""
-    from trtkit import onnx_layout, onnx_normalize as norm
+    from trtkit.onnx import layout as onnx_layout, normalize as norm
     onnx = require("onnx", "reading ONNX files")
     notes = [] if notes is None else notes
     model = load_onnx(src)
