@@ -272,11 +272,16 @@ def test_int8_gate_marks_failing_and_strict_exits(fp32_onnx, tmp_path):
                    throughput_seconds=0, verify_images=64, min_agreement={"int8": 1.01},
                    calibration=CalibrationConfig(method="minmax", images=64))
     out = str(tmp_path / "a")
-    with pytest.raises(VerificationFailed, match="resnet18.int8"):
+    with pytest.raises(VerificationFailed, match=r"resnet18.int8: top-1 agreement .* is below 101%.*--calib-method.*"
+                                                 r"--precision auto"):
         build(BuildOptions(out=out, strict=True, **options))
     manifest = json.load(open(os.path.join(out, "manifest.json")))  # still written, with the verdict
     assert manifest["artifacts"][0]["status"] == "failing"
     assert "below" in manifest["artifacts"][0]["status_detail"]
+    from trtkit.pipeline.run import gate_summary
+    assert gate_summary(manifest).startswith("failing its verification gate: resnet18.int8")
+    manifest["artifacts"][0]["status"] = "ok"
+    assert gate_summary(manifest) is None
 
 
 def test_calibrate_cli(fp32_onnx, tmp_path):

@@ -9,12 +9,35 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trtkit.errors import InputError  # noqa: E402
-from trtkit.search.select import choose  # noqa: E402
+from trtkit.search.select import budget_metric, choose  # noqa: E402
 
 
-def _record(name, precision, agreement, accuracy, ips, reference_accuracy=0.9):
-    return {"name": name, "precision": precision, "throughput_ips": ips,
+def _record(name, precision, agreement, accuracy, ips, reference_accuracy=0.9, status="ok"):
+    return {"name": name, "precision": precision, "throughput_ips": ips, "status": status,
             "verify": {"top1_agreement": agreement, "accuracy": accuracy, "reference_accuracy": reference_accuracy}}
+
+
+def test_a_candidate_failing_its_gate_is_never_chosen_and_a_near_chance_reference_switches_to_agreement():
+    # measured on an earlier main: the sample at 224 (reference 17% accurate on 10 classes), every INT8
+    # candidate failing its gate at 73-89% agreement; int8-percentile-openvino "gained" 1.1 accuracy points
+    records = [_record("m.fp32", "fp32", 1.0, 0.170, 100.0, reference_accuracy=0.170),
+               _record("m.fp16", "fp16", 0.995, 0.171, 90.0, reference_accuracy=0.170),
+               _record("m.int8-entropy", "int8", 0.734, 0.160, 300.0, 0.170, status="failing"),
+               _record("m.int8-percentile-openvino", "int8", 0.889, 0.181, 400.0, 0.170, status="failing")]
+    metric, warning = budget_metric(True, 0.170, 10)
+    assert metric == "agreement" and "near chance" in warning and "10.0%" in warning
+    selection = choose(records, 0.5, metric)
+    assert selection["chosen"] == "m.fp32"
+    # even when the budget is in accuracy, the gate decides: the INT8 candidate within it is not chosen
+    selection = choose(records, 0.5, "accuracy")
+    assert selection["chosen"] == "m.fp32"
+    assert any("m.int8-percentile-openvino is within the budget but fails its verification gate" in n
+               for n in selection["notes"])
+    assert not dict((r["name"], r) for r in selection["candidates"])["m.int8-entropy"]["passes_gate"]
+    # a reference clearly above chance keeps the budget in accuracy; no labels: agreement, without a warning
+    assert budget_metric(True, 0.90, 10) == ("accuracy", None)
+    assert budget_metric(True, 0.70, 2) == ("accuracy", None) and budget_metric(True, 0.60, 2)[0] == "agreement"
+    assert budget_metric(False, None, 10) == ("agreement", None)
 
 
 def test_the_fastest_within_budget_wins_and_slow_int8_is_said():
@@ -135,18 +158,27 @@ def test_tensorrt_rtx_builds_the_mixed_tensorrt_graph(outlier_model, tmp_path):
     from trtkit.contract import InputContract
     from trtkit.onnx.export import export_onnx
     from trtkit.precision.config import CalibrationConfig
+    from trtkit.pipeline.variants import VariantMaker
     from trtkit.search.candidates import make_candidates
     from trtkit.search.config import SearchConfig
     contract = InputContract(size=32, resize="stretch")
     fp32 = str(tmp_path / "m.fp32.onnx")
     export_onnx(outlier_model, fp32, contract=contract)
-    candidates, search = make_candidates(fp32, "m", contract, SearchConfig(max_drop=0.3, tune_images=64),
-                                         CalibrationConfig(images=64), "sample", "tensorrt", str(tmp_path))
-    mixed = [c for c in candidates if c.precision == "mixed"]
-    assert mixed and mixed[0].meta["kept_layers"]
-    engine = str(tmp_path / "m.mixed.engine")
-    info = get_backend("tensorrt-rtx").build(mixed[0].onnx_path, "mixed", engine, BuildInputs(contract=contract))
-    assert os.path.getsize(engine) > 0 and info["strongly_typed"]
+    maker = VariantMaker(fp32, "m", contract, CalibrationConfig(images=64), "sample", "tensorrt", str(tmp_path))
+    candidates, search = make_candidates(maker, SearchConfig(max_drop=0.3, tune_images=64))
+    mixed = dict((c.meta["kept_in"], c) for c in candidates if c.precision == "mixed")
+    assert sorted(mixed) == ["fp16", "fp32"] and mixed["fp32"].meta["kept_layers"]
+    assert mixed["fp16"].meta["kept_layers"] == mixed["fp32"].meta["kept_layers"]
+    import onnx
+    graph = onnx.load(mixed["fp16"].onnx_path)
+    inits = dict((i.name, i.data_type) for i in graph.graph.initializer)
+    kept = [n for n in graph.graph.node if n.name in set(mixed["fp16"].meta["kept_layers"])]
+    assert kept and all(inits[n.input[1]] == onnx.TensorProto.FLOAT16 for n in kept), "kept layers are not FP16"
+    assert any(n.op_type == "QuantizeLinear" for n in graph.graph.node), "the FP16 twin lost its INT8 layers"
+    for kept_in, candidate in sorted(mixed.items()):
+        engine = str(tmp_path / "m.mixed-{}.engine".format(kept_in))
+        info = get_backend("tensorrt-rtx").build(candidate.onnx_path, "mixed", engine, BuildInputs(contract=contract))
+        assert os.path.getsize(engine) > 0 and info["strongly_typed"]
 
 
 def test_auto_is_alone_and_its_options_are_checked():

@@ -83,6 +83,11 @@ def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend
                                             input=overrides)
     manifest = run_build(build_options)
     folder = manifest.pop("_dir")
+    from trtkit.pipeline.run import gate_summary
+    summary = gate_summary(manifest)
+    if summary:
+        from trtkit import log
+        log.warn(summary)
     return BuildResult(manifest, folder)
 
 

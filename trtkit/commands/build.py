@@ -30,6 +30,7 @@ def run(args):
     import json
     from trtkit import log
     from trtkit.pipeline import BuildOptions, build, format_table
+    from trtkit.pipeline.run import gate_summary
     manifest = build(BuildOptions.from_args(args))
     out_dir = manifest.pop("_dir")
     if args.json:
@@ -37,4 +38,7 @@ def run(args):
     else:
         print(format_table(manifest))
     log.info("manifest: {}".format(os.path.join(out_dir, "manifest.json")))
+    summary = gate_summary(manifest)
+    if summary:
+        log.warn(summary + " (--strict makes this an error)")
     return 0

@@ -44,12 +44,11 @@ def run(args):
 
 
 def calibrate_into(model_options, config, out_dir, write_qdq=None):
-    """Calibrate the model of ``model_options`` by ``config``; writes report, TensorRT cache (and Q/DQ ONNX)."""
+    """Calibrate the model of ``model_options`` by ``config``; writes report, TensorRT cache (and Q/DQ ONNX)
+    through the build's own recipe (``pipeline.variants``), under this command's file names."""
     from trtkit import log
-    from trtkit.fileio import write_json
-    from trtkit.precision.calibrate import calibrate, calibration_selection, save_qdq
-    from trtkit.precision.trt_cache import write_cache
     from trtkit.pipeline.source import resolve_model
+    from trtkit.pipeline.variants import Int8Files, VariantMaker
     source = resolve_model(model_options, out_dir)
     name = source.name
     onnx_path = source.onnx_path
@@ -57,22 +56,16 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
         from trtkit.onnx.export import export_onnx
         onnx_path = os.path.join(out_dir, name + ".fp32.onnx")
         export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, contract=source.contract)
-    data = config.data_or("sample")
-    images = calibration_selection(data, source.contract, config.images, seed=config.seed)
-    result = calibrate(onnx_path, images, config.method, config.batch, config.percentile, use_cache=config.use_cache)
-    cache_name = name + ".calib.cache"
-    write_cache(os.path.join(out_dir, cache_name), result.amax(), config.method, config.trt_version)
-    report = dict(result.report, source=str(data), split="train", trt_calibration_cache=cache_name)
-    if write_qdq:
-        qdq_name = "{}.int8-{}.onnx".format(name, write_qdq)
-        save_qdq(onnx_path, result.ranges, write_qdq, os.path.join(out_dir, qdq_name))
-        report.update(encoding=write_qdq, int8_onnx=qdq_name)
-    report_path = os.path.join(out_dir, name + ".calibration.json")
-    write_json(report_path, report)
+    maker = VariantMaker(onnx_path, name, source.contract, config, "sample", write_qdq, out_dir)
+    files = Int8Files("{}.int8-{}.onnx".format(name, write_qdq) if write_qdq else None,
+                      name + ".calib.cache", name + ".calibration.json")
+    variant = maker.int8(files=files)
+    result = variant.calibration.result
+    report = result.report
     print("method {}, {} images ({}), {} tensors, cache {}, {:.1f}s".format(
-        report["method"], report["images"], data, len(result.ranges),
+        report["method"], report["images"], maker.data, len(result.ranges),
         "reused" if result.reused else "computed (statistics {})".format(report["cache"]["statistics"]),
         report["seconds"]["total"]))
-    log.info("report: {}".format(report_path))
-    log.info("TensorRT calibration cache: {}".format(os.path.join(out_dir, cache_name)))
+    log.info("report: {}".format(os.path.join(out_dir, files.report)))
+    log.info("TensorRT calibration cache: {}".format(variant.calibration.trt_cache))
     return 0

@@ -2,15 +2,15 @@
 
 ``build(BuildOptions(...))`` is what ``scripts/build_engine.py`` and
 ``trtkit build`` call (``BuildOptions`` lives in ``trtkit.pipeline.options``). Each step gets what it needs as arguments: the model
-from ``source.resolve_model`` (shared with ``trtkit calibrate``), INT8 ranges
-from ``precision.calibrate`` by a ``CalibrationConfig``, engines from the
+from ``source.resolve_model`` (shared with ``trtkit calibrate``), variants
+from ``variants.VariantMaker`` (INT8 by a ``CalibrationConfig``), engines from the
 backend by ``BuildInputs`` (with its ``TensorRTOptions``) and the
 ``Int8Calibration``. Files are written into the build folder's staging area
 and published only when the whole build succeeded (``buildfolder``), so
 ``OUT`` always holds exactly one consistent build.
 
-New precisions add themselves to ``VARIANT_MAKERS`` (precision -> function
-making that ONNX variant); new runtimes are backends in ``trtkit.backends``.
+Variants (FP32, FP16, INT8, mixed) come from the one recipe,
+``pipeline.variants.VariantMaker``; new runtimes are backends in ``trtkit.backends``.
 """
 
 import os
@@ -41,6 +41,7 @@ class _Build(object):
         self.first_images = None  # the first batch of them: export check and throughput timing
         self.fp32_onnx = source.onnx_path
         self.inputs = None
+        self.maker = None         # the VariantMaker of this build (pipeline.variants)
 
 
 # ---------------------------------------------------------------- steps
@@ -91,45 +92,26 @@ def _export(state):
             "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
 
 
-def _fp32_variant(state):
-    return state.fp32_onnx, {}, None
-
-
-def _fp16_variant(state):
-    from trtkit.precision.fp16 import convert_fp16
-    path = state.folder.stage_path("{}.fp16.onnx".format(state.name))
-    kept = convert_fp16(state.fp32_onnx, path)
-    return path, {"kept_fp32_ops": kept}, None
-
-
-def _int8_variant(state):
-    from trtkit.precision.calibrate import make_int8_variant
-    return make_int8_variant(state.fp32_onnx, state.name, state.source.contract, state.options.calibration,
-                             state.options.data, state.backend.int8_encoding, state.folder.staging)
-
-
-# precision -> function(state) returning (ONNX path, manifest fields, Int8Calibration or None)
-VARIANT_MAKERS = {"fp32": _fp32_variant, "fp16": _fp16_variant, "int8": _int8_variant}
-
-
 def _build_artifact(state, precision):
-    onnx_path, variant_meta, calibration = VARIANT_MAKERS[precision](state)
-    return _build_from(state, precision, precision, onnx_path, variant_meta, calibration)
+    return _build_from(state, state.maker.make(precision))
 
 
-def _build_from(state, label, precision, onnx_path, variant_meta, calibration, backend=None):
-    """Build the ``backend`` artifact ``NAME.<label>`` of one ONNX variant; returns its manifest record."""
+def _build_from(state, variant, backend=None, label=None):
+    """Build the ``backend`` artifact ``NAME.<label>`` of one ``Variant``; returns its manifest record."""
     backend = backend or state.backend
-    name = "{}.{}".format(state.name, label)
+    name = "{}.{}".format(state.name, label or variant.label)
     artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
-    backend_meta = backend.build(onnx_path, precision, artifact, state.inputs, calibration) or {}
-    record = {"name": name, "precision": precision, "backend": backend.name,
-              "path": os.path.basename(artifact), "onnx": os.path.basename(onnx_path),
+    backend_meta = backend.build(variant.onnx_path, variant.precision, artifact, state.inputs,
+                                 variant.calibration) or {}
+    record = {"name": name, "precision": variant.precision, "backend": backend.name,
+              "path": os.path.basename(artifact), "onnx": os.path.basename(variant.onnx_path),
               "bytes": os.path.getsize(artifact), "build_seconds": round(time.time() - start, 3)}
-    record.update(variant_meta)
+    record.update(variant.meta)
     if backend_meta:
         record["backend_info"] = backend_meta
+    if variant.tune:
+        record["tune"] = variant.tune
     return record
 
 
@@ -210,8 +192,8 @@ def _judge(record, threshold):
 
 
 def _advice(precision):
-    if precision == "int8":
-        return " - try --calib-method percentile or minmax, or more --calib-images"
+    if precision in ("int8", "mixed"):
+        return " - try another --calib-method (percentile, minmax) or more --calib-images"
     if precision == "fp16":
         return " - the model may overflow FP16; keep the FP32 variant for it"
     return ""
@@ -231,18 +213,35 @@ def _throughput(state, runner, batch):
 # ---------------------------------------------------------------- orchestration
 
 def build(options):
-    """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``)."""
+    """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``).
+
+    With ``options.strict`` a variant that fails its verification gate raises VerificationFailed (after the
+    build folder is published, so its figures can be read)."""
     from trtkit.pipeline.folder import build_folder
     with build_folder(options.out) as folder:
         manifest = _build_into(options, folder)
     if options.strict:
-        failing = [a["name"] for a in manifest["artifacts"] if a.get("status") == "failing"]
-        if failing:
+        summary = gate_summary(manifest)
+        if summary:
             from trtkit.errors import VerificationFailed
-            raise VerificationFailed("{} below the agreement threshold: {}".format(
-                "variant" if len(failing) == 1 else "variants", ", ".join(failing)),
-                hint="see {} for the figures".format(os.path.join(folder.path, "manifest.json")))
+            raise VerificationFailed(summary, hint="see {} for the figures".format(
+                os.path.join(folder.path, "manifest.json")))
     return manifest
+
+
+def gate_summary(manifest):
+    """The one line that ends a build whose variants fail their verification gate, saying what to try; None
+    when every verified variant passes. Under ``--precision auto`` failing candidates are expected (the
+    search tries them) and only the chosen one matters, so the line is about requested variants."""
+    if manifest.get("selection"):
+        return None
+    failing = [a for a in manifest["artifacts"] if a.get("status") == "failing"]
+    if not failing:
+        return None
+    parts = ["{}: {}".format(a["name"], a["status_detail"]) for a in failing]
+    advice = [_advice(p) for p in sorted(set(a["precision"] for a in failing))]
+    return "failing its verification gate: {}{}; or --precision auto to get the fastest variant that passes".format(
+        "; ".join(parts), "".join(advice))
 
 
 def _build_into(options, folder):
@@ -261,16 +260,17 @@ def _build_into(options, folder):
     state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
                                default_batch=options.default_batch, work_dir=folder.staging,
                                torch_model=state.source.torch_model, tensorrt=options.tensorrt)
+    from trtkit.pipeline.variants import VariantMaker
+    state.maker = VariantMaker(state.fp32_onnx, state.name, state.source.contract, options.calibration,
+                               options.data, backend.int8_encoding, folder.staging)
     if options.auto:
-        candidates, search = _search_candidates(state)
+        from trtkit.search.candidates import make_candidates
+        candidates, search = make_candidates(state.maker, options.search)
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)
                 log.info("building {} {} ...".format(state.name, label))
-                record = _build_from(state, label, candidate.precision, candidate.onnx_path, candidate.meta,
-                                     candidate.calibration, backend)
-                record["tune"] = candidate.tune
-                manifest["artifacts"].append(record)
+                manifest["artifacts"].append(_build_from(state, candidate, backend, label))
     else:
         for precision in options.precisions:
             log.info("building {} {} ...".format(state.name, precision))
@@ -286,13 +286,6 @@ def _build_into(options, folder):
     folder.publish()
     manifest["_dir"] = folder.path
     return manifest
-
-
-def _search_candidates(state):
-    from trtkit.search.candidates import make_candidates
-    options = state.options
-    return make_candidates(state.fp32_onnx, state.name, state.source.contract, options.search, options.calibration,
-                           options.data, state.backend.int8_encoding, state.folder.staging)
 
 
 def _search_backends(state):
@@ -313,7 +306,12 @@ def _select(state, manifest, search):
     """Choose among the verified, timed candidates; write the selection and the search's reports."""
     from trtkit.search.report import write_reports
     from trtkit.search.select import choose
-    metric = "accuracy" if state.labels_usable else "agreement"
+    from trtkit.search.select import budget_metric
+    fp32 = [a for a in manifest["artifacts"] if a["precision"] == "fp32" and a.get("verify")]
+    reference_accuracy = fp32[0]["verify"].get("reference_accuracy") if fp32 else None
+    metric, warning = budget_metric(state.labels_usable, reference_accuracy, state.source.num_classes)
+    if warning:
+        log.warn("auto: " + warning)
     selection = choose(manifest["artifacts"], state.options.search.max_drop, metric)
     manifest["selection"] = selection
     search = dict(search)

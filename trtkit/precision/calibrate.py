@@ -14,11 +14,9 @@ another method reuses the histograms and recomputes only the ranges; another
 model or data recomputes everything. A cache file that fails to load or does
 not fit the model is reported and recomputed, never trusted.
 
-``make_int8_variant(...)`` is the build pipeline's INT8 step (``trtkit/pipeline/run.py``):
-it calibrates on the *train* split (verification uses the held-out split),
-writes the Q/DQ ONNX in the encoding the backend asks for
-(``Backend.int8_encoding``), the TensorRT calibration cache and a JSON report,
-and returns an ``Int8Calibration`` that the backend receives as an argument.
+The build's INT8 step (calibrate -> Q/DQ ONNX -> TensorRT cache -> report)
+is ``pipeline.variants.VariantMaker.int8``: the one place that recipe is
+written; it hands the backend the ``Int8Calibration`` defined here.
 """
 
 import hashlib
@@ -32,7 +30,7 @@ from trtkit import log
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
-from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES, CalibrationConfig
+from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_amax
 from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
 
@@ -336,30 +334,3 @@ class Int8Calibration(object):
         from trtkit.data import ImageSet
         loaded = self.images if isinstance(self.images, ImageSet) else self.images.load(progress=False)
         return loaded.images
-
-
-def make_int8_variant(fp32_onnx, name, contract, config, default_data, encoding, out_dir):
-    """Calibrate ``fp32_onnx`` by ``config`` (a CalibrationConfig) and write into ``out_dir``:
-    ``NAME.int8.onnx`` (Q/DQ in ``encoding``), ``NAME.int8.calib.cache`` and
-    ``NAME.int8.calibration.json``. Returns (onnx path, manifest fields, Int8Calibration).
-
-    ``default_data`` is the image source when the config names none (the build's ``--data``).
-    """
-    from trtkit.precision.trt_cache import write_cache
-    config = config or CalibrationConfig()
-    source = config.data_or(default_data)
-    imageset = calibration_selection(source, contract, config.images, seed=config.seed)
-    result = calibrate(fp32_onnx, imageset, config.method, config.batch, config.percentile,
-                       use_cache=config.use_cache)
-    onnx_path = save_qdq(fp32_onnx, result.ranges, encoding, os.path.join(out_dir, "{}.int8.onnx".format(name)))
-    cache_name = "{}.int8.calib.cache".format(name)
-    write_cache(os.path.join(out_dir, cache_name), result.amax(), config.method, config.trt_version)
-    report_name = "{}.int8.calibration.json".format(name)
-    report = dict(result.report, encoding=encoding, int8_onnx=os.path.basename(onnx_path),
-                  trt_calibration_cache=cache_name, source=str(source), split="train")
-    write_json(os.path.join(out_dir, report_name), report)
-    meta = {"int8_encoding": encoding,
-            "calibration": {"method": config.method, "images": report["images"], "data": str(source),
-                            "report": report_name, "trt_calibration_cache": cache_name,
-                            "cache_reused": result.reused, "seconds": report["seconds"]["total"]}}
-    return onnx_path, meta, Int8Calibration(result, imageset, os.path.join(out_dir, cache_name))

@@ -26,6 +26,20 @@ def _converter():
                             hint="pip install 'trtkit[cpu]'")
 
 
+def layers_to_fp16(model, layers):
+    """A copy of ``model`` (a ModelProto) in which only the nodes named in ``layers`` compute in FP16.
+
+    For mixed INT8 on TensorRT: the layers kept out of INT8 run in FP16 rather than FP32 (TensorRT's
+    strongly typed networks take each layer's precision from the graph). Every other node, the Q/DQ pairs
+    and the quantized layers among them, stays as it is, so TensorRT still fuses each DequantizeLinear into
+    its layer; Casts go around the FP16 layers. Numerically fragile ops stay FP32 as in ``convert_fp16``.
+    """
+    convert, block_list = _converter()
+    wanted = set(layers)
+    others = [node.name for node in model.graph.node if node.name not in wanted]
+    return convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS, node_block_list=others)
+
+
 def convert_fp16(src, dst):
     """Write the FP16 variant of ``src`` to ``dst`` (atomically). Returns the list of ops kept FP32."""
     onnx = require("onnx", "making the FP16 ONNX")

@@ -5,96 +5,61 @@ second method only recomputes ranges) and scored on the tune split. The best
 method's ranges rank the layers (``sensitivity``); when plain INT8 loses more
 than the budget on the tune split, the mixed variant keeps the k most
 sensitive layers in float, with k the smallest that meets the budget
-(bisection: the drop falls as k grows). Final figures of every candidate come
+(bisection: the drop falls as k grows). For TensorRT a twin keeps those layers
+in FP16 (its fast float); the FP32-kept one stays a candidate, so FP32 is
+chosen only where the FP16 twin fails its verification or is slower. Final figures of every candidate come
 later, from the build's verification on the held-out split.
 """
 
-import os
-
 from trtkit import log
-from trtkit.deps import require
-from trtkit.fileio import atomic_path, write_json
 from trtkit.search.tune import evaluate, load_tune_set, score
 
 
-class Candidate(object):
-    """One variant to build: ``label`` (artifact name part: fp32, int8-entropy, mixed-k3), ``precision``
-    (fp32, fp16, int8, mixed), its ONNX file, manifest fields, and its tune-split figures."""
-
-    def __init__(self, label, precision, onnx_path, meta, tune=None, calibration=None):
-        self.label = label
-        self.precision = precision
-        self.onnx_path = onnx_path
-        self.meta = meta
-        self.tune = tune or {}
-        self.calibration = calibration
-
-
-def make_candidates(fp32_onnx, name, contract, config, calibration_config, default_data, encoding, out_dir):
-    """Write every candidate's ONNX into ``out_dir``; returns (candidates, search record for the manifest)."""
-    onnx = require("onnx", "the precision search")
-    from trtkit.precision.calibrate import Int8Calibration, calibrate, calibration_selection, save_qdq
-    from trtkit.precision.fp16 import convert_fp16
-    from trtkit.precision.qdq import write_qdq
-    from trtkit.precision.trt_cache import write_cache
+def make_candidates(maker, config):
+    """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
+    with its tune-split figures in ``Variant.tune``; returns (candidates, search record for the manifest)."""
     from trtkit.search.sensitivity import layer_sensitivity
-    source = calibration_config.data_or(default_data)
-    tune = load_tune_set(source, contract, config.tune_images, fp32_onnx)
+    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx)
     reference = score(tune.reference, tune)
-    candidates = [Candidate("fp32", "fp32", fp32_onnx, {}, dict(reference, drop=0.0))]
-    fp16_path = os.path.join(out_dir, "{}.fp16.onnx".format(name))
-    kept_ops = convert_fp16(fp32_onnx, fp16_path)
-    candidates.append(_scored(Candidate("fp16", "fp16", fp16_path, {"kept_fp32_ops": kept_ops}), tune, reference))
-    calib_set = calibration_selection(source, contract, calibration_config.images, calibration_config.seed)
+    fp32 = maker.fp32()
+    fp32.tune = dict(reference, drop=0.0)
+    candidates = [fp32, _scored(maker.fp16(), tune, reference)]
     best = None
     for method in config.methods:
-        result = calibrate(fp32_onnx, calib_set, method, calibration_config.batch, calibration_config.percentile,
-                           use_cache=calibration_config.use_cache)
-        label = "int8-" + method
-        path = save_qdq(fp32_onnx, result.ranges, encoding, os.path.join(out_dir, "{}.{}.onnx".format(name, label)))
-        cache = os.path.join(out_dir, "{}.{}.calib.cache".format(name, label))
-        write_cache(cache, result.amax(), method, calibration_config.trt_version)
-        report = os.path.join(out_dir, "{}.{}.calibration.json".format(name, label))
-        write_json(report, dict(result.report, encoding=encoding, source=str(source), split="train"))
-        meta = {"int8_encoding": encoding, "calibration": {
-            "method": method, "images": result.report["images"], "data": str(source),
-            "report": os.path.basename(report), "trt_calibration_cache": os.path.basename(cache),
-            "cache_reused": result.reused}}
-        candidate = _scored(Candidate(label, "int8", path, meta, calibration=Int8Calibration(result, calib_set, cache)),
-                            tune, reference)
+        candidate = _scored(maker.int8(method, label="int8-" + method), tune, reference)
         candidates.append(candidate)
-        if best is None or candidate.tune["drop"] < best[0].tune["drop"]:
-            best = (candidate, result)
-    fp32_model = onnx.load(fp32_onnx)
-    table = layer_sensitivity(fp32_model, best[1].ranges, encoding, tune, reference,
-                              use_cache=calibration_config.use_cache)
+        if best is None or candidate.tune["drop"] < best.tune["drop"]:
+            best = candidate
+    table = layer_sensitivity(maker, best.calibration.result.ranges, tune, reference)
     record = {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
-              "best_method": best[1].method, "layers": len(table), "sensitivity": table}
-    if best[0].tune["drop"] > config.max_drop and table:
-        mixed = _mixed(fp32_model, best, table, encoding, tune, reference, config.max_drop, name, out_dir,
-                       write_qdq)
+              "best_method": best.calibration.method, "layers": len(table), "sensitivity": table}
+    if best.tune["drop"] > config.max_drop and table:
+        mixed = _mixed(maker, best, table, tune, reference, config.max_drop)
         if mixed is not None:
             candidates.append(mixed)
+            if maker.encoding == "tensorrt":  # TensorRT's fast float is FP16; the FP32-kept twin is the fallback
+                candidates.append(_scored(maker.mixed(best, mixed.meta["kept_layers"], kept_in="fp16"), tune,
+                                          reference))
         else:
             log.warn("no mixed INT8 variant meets --max-drop {:g} on the tune split, even with every layer in "
                      "float".format(config.max_drop))
     return candidates, record
 
 
-def _scored(candidate, tune, reference):
-    candidate.tune = evaluate(candidate.onnx_path, tune, reference)
-    return candidate
+def _scored(variant, tune, reference):
+    variant.tune = evaluate(variant.onnx_path, tune, reference)
+    return variant
 
 
-def _mixed(fp32_model, best, table, encoding, tune, reference, max_drop, name, out_dir, write_qdq):
-    """The mixed candidate with the fewest float layers that meets ``max_drop`` on the tune split, or None."""
-    onnx = require("onnx", "the precision search")
+def _mixed(maker, best, table, tune, reference, max_drop):
+    """The mixed Variant with the fewest float layers that meets ``max_drop`` on the tune split, or None."""
     ranked = [row["layer"] for row in table]
+    ranges = best.calibration.result.ranges
     trials = {}
 
     def trial(k):
         if k not in trials:
-            graph = write_qdq(fp32_model, best[1].ranges, encoding, keep_float=set(ranked[:k]))
+            graph = maker.mixed_graph(ranges, ranked[:k])
             trials[k] = (graph, evaluate(graph, tune, reference))
             log.info("mixed INT8 with the {} most sensitive layer(s) in float: tune drop {:.2f} points".format(
                 k, trials[k][1]["drop"]))
@@ -110,9 +75,4 @@ def _mixed(fp32_model, best, table, encoding, tune, reference, max_drop, name, o
         else:
             low = middle + 1
     graph, figures = trial(low)
-    label = "mixed-k{}".format(low)
-    path = os.path.join(out_dir, "{}.{}.onnx".format(name, label))
-    with atomic_path(path) as tmp:
-        onnx.save(graph, tmp)
-    meta = dict(best[0].meta, kept_layers=ranked[:low], mixed_from=best[0].label)
-    return Candidate(label, "mixed", path, meta, figures, calibration=best[0].calibration)
+    return maker.mixed(best, ranked[:low], graph=graph, tune=figures)

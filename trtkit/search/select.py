@@ -6,6 +6,14 @@ only shaped the candidates. INT8 is chosen only where it is faster: when a
 quantized candidate within the budget is slower than FP32 or FP16 on this
 backend (as happens on CPUs without fast INT8 kernels), the selection says so
 and takes the faster float variant.
+
+Two rules keep the choice honest. A candidate that fails its verification gate
+(``status`` "failing": agreement with FP32 under its precision's threshold) is
+never chosen, however small its accuracy drop. And accuracy drops mean nothing
+on a reference that is itself near chance (a model stretched to another input
+size, data from another domain): quantization noise can "raise" such an
+accuracy. Then the budget rests on agreement with FP32 instead, with a warning
+(``budget_metric``).
 """
 
 from trtkit import log
@@ -24,6 +32,31 @@ def drop_of(record, metric):
     return 100.0 * (1.0 - verify["top1_agreement"])
 
 
+NEAR_CHANCE = 0.25  # a reference within a quarter of the way from chance to perfect is "near chance"
+
+
+def chance_accuracy(num_classes):
+    """Top-1 accuracy of guessing among ``num_classes`` classes (None when unknown)."""
+    return 1.0 / num_classes if num_classes and num_classes > 1 else None
+
+
+def budget_metric(labelled, reference_accuracy, num_classes):
+    """(metric, warning or None): what ``--max-drop`` is measured in.
+
+    ``accuracy`` on labelled data whose FP32 reference is clearly better than chance; ``agreement`` with
+    FP32 otherwise: without labels, or when the reference accuracy is near chance (below
+    chance + NEAR_CHANCE x (1 - chance)), where a drop in accuracy does not measure what was lost.
+    """
+    if not labelled or reference_accuracy is None:
+        return "agreement", None
+    chance = chance_accuracy(num_classes)
+    if chance is not None and reference_accuracy < chance + NEAR_CHANCE * (1.0 - chance):
+        return "agreement", ("the FP32 reference's accuracy {:.1%} is near chance ({:.1%} for {} classes): the "
+                             "budget rests on agreement with FP32, not on accuracy; check --data and the input "
+                             "contract".format(reference_accuracy, chance, num_classes))
+    return "accuracy", None
+
+
 def choose(records, max_drop, metric):
     """The manifest's ``selection`` for built and verified ``records`` (each with ``throughput_ips``)."""
     rows = []
@@ -34,10 +67,12 @@ def choose(records, max_drop, metric):
                      "agreement": verify.get("top1_agreement"), "drop": None if drop is None else round(drop, 3),
                      "throughput_ips": record.get("throughput_ips"),
                      "within_budget": drop is not None and drop <= max_drop + 1e-9,
+                     "passes_gate": record.get("status") == "ok",
                      "kept_layers": record.get("kept_layers", [])})
-    timed = [r for r in rows if r["within_budget"] and r["throughput_ips"]]
+    timed = [r for r in rows if r["within_budget"] and r["passes_gate"] and r["throughput_ips"]]
     if not timed:
-        raise InputError("no variant could be both verified and timed here, so none can be chosen",
+        raise InputError("no variant could be verified and timed here within the budget and its gate, so none "
+                         "can be chosen",
                          hint="build with a backend that runs on this machine, or pick --precision explicitly")
     chosen = max(timed, key=lambda r: r["throughput_ips"])
     notes = []
@@ -51,6 +86,10 @@ def choose(records, max_drop, metric):
                                           fastest_float["throughput_ips"]))
         elif row["precision"] in ("int8", "mixed") and not row["within_budget"] and row["drop"] is not None:
             notes.append("{} loses {:.2f} points, over the budget of {:g}".format(row["name"], row["drop"], max_drop))
+        elif row["within_budget"] and not row["passes_gate"]:
+            notes.append("{} is within the budget but fails its verification gate (agreement {}), so it is not "
+                         "chosen".format(row["name"], "-" if row["agreement"] is None else
+                                         "{:.2%}".format(row["agreement"])))
     for note in notes:
         log.info("auto: " + note)
     log.info("auto: chose {} ({:.1f} img/s, {} drop {:.2f} points, budget {:g})".format(

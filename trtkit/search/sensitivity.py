@@ -19,10 +19,12 @@ from trtkit.search.tune import evaluate
 SENSITIVITY_FORMAT = 1
 
 
-def layer_sensitivity(model, ranges, encoding, tune, reference_figures, use_cache=True):
-    """[{"layer", "op", "drop", "agreement", "accuracy"}] for every quantizable layer, most sensitive first."""
+def layer_sensitivity(maker, ranges, tune, reference_figures):
+    """[{"layer", "op", "drop", "agreement", "accuracy"}] for every quantizable layer of ``maker``'s FP32 graph
+    (a ``pipeline.variants.VariantMaker``: its encoding, its Q/DQ writer), most sensitive first."""
     from trtkit.precision.calibrate import graph_hash
-    from trtkit.precision.qdq import quantizable_layers, write_qdq
+    from trtkit.precision.qdq import quantizable_layers
+    model, encoding, use_cache = maker.fp32_model(), maker.encoding, maker.config.use_cache
     layers = quantizable_layers(model, encoding)
     key = hashlib.sha256(json.dumps([SENSITIVITY_FORMAT, graph_hash(model), encoding, tune.identity, tune.metric,
                                      sorted((k, round(v["amax"], 7)) for k, v in ranges.items())]).encode("utf-8"))
@@ -39,7 +41,7 @@ def layer_sensitivity(model, ranges, encoding, tune, reference_figures, use_cach
     everything = set(name for name, _ in layers)
     with log.Progress("layer sensitivity", total=len(layers), unit="layer") as bar:
         for name, op in layers:
-            graph = write_qdq(model, ranges, encoding, keep_float=everything - {name})
+            graph = maker.mixed_graph(ranges, everything - {name})
             table.append(dict(evaluate(graph, tune, reference_figures), layer=name, op=op))
             bar.update(1)
     table.sort(key=lambda row: -row["drop"])

@@ -1,0 +1,176 @@
+"""The one recipe that turns an FP32 ONNX into its precision variants: FP32, FP16, INT8 and mixed INT8.
+
+Every caller that needs a variant (the build, the precision search, ``trtkit
+calibrate``) asks a ``VariantMaker``; none of them writes the steps out again.
+INT8 is where the recipe matters: calibrate on the *train* split (verification
+uses the held-out one) -> Q/DQ ONNX in the backend's encoding -> TensorRT
+calibration cache -> JSON report -> a ``Variant`` carrying its manifest fields
+and the ``Int8Calibration`` the backend receives. A new range method or Q/DQ
+encoding changes this module and reaches every caller.
+
+A ``Variant`` is the graph before any engine is built; the build turns it into
+the manifest's artifact record once a backend has built it.
+"""
+
+import os
+
+from trtkit.fileio import atomic_path, write_json
+from trtkit.precision.config import CalibrationConfig
+
+
+class Variant(object):
+    """One ONNX variant of the FP32 graph.
+
+    ``label`` names its files and artifact (``fp16``, ``int8``, ``int8-percentile``, ``mixed-k3``);
+    ``precision`` is what it computes in (fp32, fp16, int8, mixed); ``onnx_path`` its graph; ``meta`` the
+    fields it adds to its manifest record; ``calibration`` the ``Int8Calibration`` of quantized variants
+    (None otherwise); ``tune`` the precision search's figures on the tune split (empty outside the search).
+    """
+
+    def __init__(self, label, precision, onnx_path, meta=None, calibration=None, tune=None):
+        self.label = label
+        self.precision = precision
+        self.onnx_path = onnx_path
+        self.meta = dict(meta or {})
+        self.calibration = calibration
+        self.tune = dict(tune or {})
+
+    def __repr__(self):
+        return "Variant({}, {}, {})".format(self.label, self.precision, os.path.basename(self.onnx_path))
+
+
+class Int8Files(object):
+    """The names of the files one INT8 calibration writes: Q/DQ ONNX (None: not written), TensorRT cache,
+    report. ``Int8Files.of(name, label)`` is the build's scheme: ``NAME.LABEL.onnx``, ``NAME.LABEL.calib.cache``,
+    ``NAME.LABEL.calibration.json``."""
+
+    def __init__(self, onnx, cache, report):
+        self.onnx = onnx
+        self.cache = cache
+        self.report = report
+
+    @classmethod
+    def of(cls, name, label):
+        prefix = "{}.{}".format(name, label)
+        return cls(prefix + ".onnx", prefix + ".calib.cache", prefix + ".calibration.json")
+
+
+class VariantMaker(object):
+    """Makes the variants of one FP32 ONNX into ``out_dir``.
+
+    ``name`` prefixes the files; ``contract`` is the model's InputContract (how calibration images are
+    preprocessed); ``calibration`` a CalibrationConfig; ``default_data`` the image source when the config
+    names none (the build's ``--data``); ``encoding`` the Q/DQ encoding the backend reads
+    (``Backend.int8_encoding``: ``tensorrt`` or ``cpu``).
+    """
+
+    def __init__(self, fp32_onnx, name, contract, calibration, default_data, encoding, out_dir):
+        self.fp32_onnx = fp32_onnx
+        self.name = name
+        self.contract = contract
+        self.config = calibration or CalibrationConfig()
+        self.data = self.config.data_or(default_data)
+        self.encoding = encoding
+        self.out_dir = out_dir
+        self._images = None
+        self._fp32_model = None
+
+    def make(self, precision):
+        """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
+        if precision == "fp32":
+            return self.fp32()
+        if precision == "fp16":
+            return self.fp16()
+        if precision == "int8":
+            return self.int8()
+        from trtkit.errors import InputError
+        raise InputError("no recipe makes a '{}' variant on its own".format(precision),
+                         hint="mixed INT8 comes from --precision auto")
+
+    def fp32(self):
+        return Variant("fp32", "fp32", self.fp32_onnx)
+
+    def fp16(self):
+        from trtkit.precision.fp16 import convert_fp16
+        path = self._path("{}.fp16.onnx".format(self.name))
+        kept = convert_fp16(self.fp32_onnx, path)
+        return Variant("fp16", "fp16", path, {"kept_fp32_ops": kept})
+
+    def calibration_images(self):
+        """The calibration images (seeded, train split), a stream shared by every INT8 variant of the maker."""
+        if self._images is None:
+            from trtkit.precision.calibrate import calibration_selection
+            self._images = calibration_selection(self.data, self.contract, self.config.images, seed=self.config.seed)
+        return self._images
+
+    def calibrate(self, method=None):
+        """Ranges of every activation by ``method`` (default: the config's); cached (``precision.calibrate``)."""
+        from trtkit.precision.calibrate import calibrate
+        return calibrate(self.fp32_onnx, self.calibration_images(), method or self.config.method,
+                         self.config.batch, self.config.percentile, use_cache=self.config.use_cache)
+
+    def int8(self, method=None, label="int8", files=None, result=None):
+        """Calibrate (or take ``result``), write the Q/DQ ONNX, TensorRT cache and report; returns the Variant.
+
+        ``files`` (an Int8Files) names what is written; ``files.onnx`` None writes no Q/DQ ONNX (the variant's
+        ``onnx_path`` is then None: ``trtkit calibrate`` without ``--write-qdq``).
+        """
+        from trtkit.precision.calibrate import Int8Calibration, save_qdq
+        from trtkit.precision.trt_cache import write_cache
+        files = files or Int8Files.of(self.name, label)
+        result = result or self.calibrate(method)
+        onnx_path = None
+        if files.onnx:
+            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx))
+        cache_path = self._path(files.cache)
+        write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
+        report = dict(result.report, source=str(self.data), split="train", trt_calibration_cache=files.cache)
+        if onnx_path:
+            report.update(encoding=self.encoding, int8_onnx=files.onnx)
+        write_json(self._path(files.report), report)
+        meta = {"calibration": {"method": result.method, "images": report["images"], "data": str(self.data),
+                                "report": files.report, "trt_calibration_cache": files.cache,
+                                "cache_reused": result.reused, "seconds": report["seconds"]["total"]}}
+        if onnx_path:
+            meta["int8_encoding"] = self.encoding
+        calibration = Int8Calibration(result, self.calibration_images(), cache_path)
+        return Variant(label, "int8", onnx_path, meta, calibration)
+
+    def mixed_graph(self, ranges, keep_float):
+        """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""
+        from trtkit.precision.qdq import write_qdq
+        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float))
+
+    def fp32_model(self):
+        """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""
+        if self._fp32_model is None:
+            from trtkit.deps import require
+            self._fp32_model = require("onnx", "writing the INT8 ONNX").load(self.fp32_onnx)
+        return self._fp32_model
+
+    def mixed(self, base, kept_layers, graph=None, tune=None, kept_in="fp32"):
+        """The mixed INT8 Variant of the INT8 variant ``base`` with ``kept_layers`` in float (``graph``: the
+        trial's FP32-kept ModelProto when the search already made it).
+
+        ``kept_in`` is the precision of the kept layers: ``fp32``, or ``fp16`` (for TensorRT, where FP16 is
+        the fast float; labelled ``mixed-kN-fp16``).
+        """
+        from trtkit.deps import require
+        onnx = require("onnx", "writing the INT8 ONNX")
+        if graph is None:
+            graph = self.mixed_graph(base.calibration.result.ranges, kept_layers)
+        label = "mixed-k{}".format(len(kept_layers))
+        if kept_in == "fp16":
+            from trtkit.precision.fp16 import layers_to_fp16
+            graph = layers_to_fp16(graph, kept_layers)
+            label += "-fp16"
+        elif kept_in != "fp32":
+            raise ValueError("kept_in is fp32 or fp16, not {!r}".format(kept_in))
+        path = self._path("{}.{}.onnx".format(self.name, label))
+        with atomic_path(path) as tmp:
+            onnx.save(graph, tmp)
+        meta = dict(base.meta, kept_layers=list(kept_layers), kept_in=kept_in, mixed_from=base.label)
+        return Variant(label, "mixed", path, meta, base.calibration, tune)
+
+    def _path(self, file_name):
+        return os.path.join(self.out_dir, file_name)
