@@ -20,6 +20,8 @@ CROP_FRACTION = 0.875  # ImageNet evaluation: shorter side to size / 0.875, then
 RESIZE_MODES = ("crop", "pad", "stretch")
 CHANNEL_ORDERS = ("rgb", "bgr")
 PIXEL_SCALES = (1.0, 255.0)
+LAYOUTS = ("nchw", "nhwc")
+INPUT_DTYPES = ("float32", "uint8")
 
 
 class InputContract(object):
@@ -33,10 +35,15 @@ class InputContract(object):
     torchvision's ImageNet evaluation), ``pad`` (keep the aspect ratio, fit
     inside, pad right/bottom with zeros after normalization, as OCR models do)
     or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
+
+    ``layout`` and ``input_dtype`` record the model's *own* input (a Keras model's
+    NHWC, a uint8 pixel input): trtkit's artifacts always take NCHW float32, the
+    ONNX front end rewrites such graphs (``trtkit.onnx.layout``). A uint8 model
+    normalizes its pixels itself, so its contract is pixel scale 255, mean 0, std 1.
     """
 
     def __init__(self, size=224, mean=None, std=None, channels=3, channel_order="rgb",
-                 pixel_scale=1.0, resize="crop", class_names=None):
+                 pixel_scale=1.0, resize="crop", class_names=None, layout="nchw", input_dtype="float32"):
         self.height, self.width = parse_size(size)
         self.channels = int(channels)
         if self.channels not in (1, 3):
@@ -57,6 +64,18 @@ class InputContract(object):
         if self.resize not in RESIZE_MODES:
             raise InputError("unknown resize mode '{}'".format(resize), hint="use crop, pad or stretch")
         self.class_names = list(class_names) if class_names is not None else None
+        self.layout = str(layout).lower()
+        if self.layout not in LAYOUTS:
+            raise InputError("unknown layout '{}'".format(layout), hint="use nchw or nhwc")
+        self.input_dtype = str(input_dtype).lower()
+        if self.input_dtype not in INPUT_DTYPES:
+            raise InputError("unknown input type '{}'".format(input_dtype), hint="float32 or uint8")
+        if self.input_dtype == "uint8" and (self.pixel_scale != 255.0 or set(self.mean) != {0.0} or
+                                            set(self.std) != {1.0}):
+            raise InputError("a model with a uint8 input takes raw 0-255 pixels and normalizes them itself: "
+                             "--pixel-scale 255 --mean 0 --std 1, not {:g}, {}, {}".format(
+                                 self.pixel_scale, list(self.mean), list(self.std)),
+                             hint="drop --pixel-scale, --mean and --std")
 
     @property
     def size(self):
@@ -78,7 +97,7 @@ class InputContract(object):
                 "height": self.height, "width": self.width,
                 "channels": self.channels, "channel_order": self.channel_order, "mean": list(self.mean),
                 "std": list(self.std), "pixel_scale": self.pixel_scale, "resize": self.resize,
-                "class_names": self.class_names}
+                "class_names": self.class_names, "layout": self.layout, "input_dtype": self.input_dtype}
 
     @classmethod
     def from_dict(cls, data):
@@ -90,12 +109,15 @@ class InputContract(object):
         return cls(size=size, mean=data.get("mean", _default_mean(channels)),
                    std=data.get("std", _default_std(channels)), channels=channels,
                    channel_order=data.get("channel_order", "rgb"), pixel_scale=data.get("pixel_scale", 1.0),
-                   resize=data.get("resize", "crop"), class_names=data.get("class_names"))
+                   resize=data.get("resize", "crop"), class_names=data.get("class_names"),
+                   layout=data.get("layout", "nchw"), input_dtype=data.get("input_dtype", "float32"))
 
     def preprocessing_key(self):
-        """What changes the pixels a model gets (class names excluded): keys caches of preprocessed data."""
+        """What changes the pixels a model gets (class names excluded; layout and input type too, as trtkit's
+        artifacts take NCHW float32 whatever the model's own input was): keys caches of preprocessed data."""
         record = self.to_dict()
-        record.pop("class_names")
+        for name in ("class_names", "layout", "input_dtype"):
+            record.pop(name)
         return repr(sorted(record.items()))
 
     def with_overrides(self, overrides):
@@ -104,6 +126,8 @@ class InputContract(object):
         overrides = dict((k, v) for k, v in (overrides or {}).items() if v is not None)
         if "channels" in overrides and overrides["channels"] != self.channels:
             values["mean"], values["std"] = _default_mean(overrides["channels"]), _default_std(overrides["channels"])
+        if overrides.get("input_dtype") == "uint8" and self.input_dtype != "uint8":
+            values.update(UINT8_PIXELS)  # the graph normalizes itself: flags may still say so, not otherwise
         values.update(overrides)
         values.pop("height")
         values.pop("width")
@@ -141,6 +165,9 @@ class InputContract(object):
         group.add_argument("--resize", choices=list(RESIZE_MODES), default=None,
                            help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); "
                                 "pad: keep the aspect ratio and pad (OCR); stretch: plain resize")
+        group.add_argument("--layout", choices=list(LAYOUTS), default=None,
+                           help="the ONNX model's input layout (default: read from the graph; NHWC inputs, as "
+                                "tf2onnx writes Keras models, are rewritten to take NCHW)")
         group.add_argument("--class-names", metavar="FILE", default=None,
                            help="class names, one per line or a JSON list (default: from the data: folder "
                                 "names, CIFAR-10's meta file)")
@@ -151,12 +178,29 @@ class InputContract(object):
         overrides = {}
         for field, value in (("size", args.input_size), ("channels", args.channels),
                              ("channel_order", args.channel_order), ("mean", args.mean), ("std", args.std),
-                             ("pixel_scale", args.pixel_scale), ("resize", args.resize)):
+                             ("pixel_scale", args.pixel_scale), ("resize", args.resize),
+                             ("layout", getattr(args, "layout", None))):
             if value is not None:
                 overrides[field] = value
         if args.class_names is not None:
             overrides["class_names"] = read_class_names(args.class_names)
         return overrides
+
+
+UINT8_PIXELS = {"pixel_scale": 255.0, "mean": (0.0,), "std": (1.0,)}
+
+
+def check_float_input(array, contract, what):
+    """InputError unless float model inputs ``array`` can feed ``contract``'s model: for a model with a uint8
+    input (``input_dtype``), they must be whole 0-255 pixel values, not normalized floats."""
+    import numpy as np
+    if contract.input_dtype != "uint8" or array.size == 0:
+        return
+    low, high = float(np.min(array)), float(np.max(array))
+    if low < 0 or high > 255 or not np.all(np.equal(np.mod(array, 1), 0)):
+        raise InputError("{} holds float values in [{:.3g}, {:.3g}], but the model takes uint8 pixels 0-255 and "
+                         "normalizes them itself".format(what, low, high),
+                         hint="pass the images (files, uint8 arrays), or float batches of whole 0-255 pixel values")
 
 
 def resolve(base, overrides, fixed=None, what="the model"):
@@ -170,11 +214,14 @@ def resolve(base, overrides, fixed=None, what="the model"):
     fixed = dict((k, v) for k, v in (fixed or {}).items() if v is not None)
     if "size" in overrides:
         overrides["size"] = parse_size(overrides["size"])
+    channels = fixed.get("channels") or overrides.get("channels") or (base.channels if base else 3)
     for field, value in fixed.items():
         asked = overrides.get(field)
+        if field in ("mean", "std") and asked is not None:  # 0 and 0,0,0 say the same
+            asked, value = _per_channel(asked, channels, field), _per_channel(value, channels, field)
         if asked is not None and asked != value:
             raise InputError("{} {} does not match {}'s fixed {} {}".format(
-                _flag(field), _show(asked), what, field, _show(value)),
+                _flag(field), _show(asked, field), what, field.replace("_", " "), _show(value, field)),
                 hint="drop {}: {} fixes it".format(_flag(field), what))
     values = dict(fixed, **overrides)
     if base is None:
@@ -249,8 +296,11 @@ def _flag(field):
     return "--input-size" if field == "size" else "--" + field.replace("_", "-")
 
 
-def _show(value):
-    return "x".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+def _show(value, field="size"):
+    if isinstance(value, tuple):
+        return ("x" if field == "size" else ",").join("{:g}".format(v) if isinstance(v, float) else str(v)
+                                                       for v in value)
+    return "{:g}".format(value) if isinstance(value, float) else str(value)
 
 
 def _size_arg(text):

@@ -86,7 +86,10 @@ def prepare(entry, contract):
             raise InputError("a preprocessed image must be {} (C x H x W), got {}".format(
                 _dims(contract.shape), _dims(value.shape)),
                 hint="pass uint8 pixels or files to let trtkit preprocess them with the build's contract")
-        return np.asarray(value, dtype=np.float32)
+        from trtkit.contract import check_float_input
+        value = np.asarray(value, dtype=np.float32)
+        check_float_input(value, contract, "a preprocessed image")
+        return value
     if kind == "pixels":
         from trtkit.data.preprocess import preprocess
         return preprocess(value, contract)

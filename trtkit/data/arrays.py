@@ -69,7 +69,10 @@ class RowReader(object):
 
     def prepare(self, row, contract):
         if self.layout == "float":
-            return row.reshape(contract.shape).astype(np.float32)
+            from trtkit.contract import check_float_input
+            row = row.reshape(contract.shape).astype(np.float32)
+            check_float_input(row, contract, self.label)
+            return row
         if self.layout == "nchw":
             row = row.transpose(1, 2, 0)
         return preprocess(row, contract)

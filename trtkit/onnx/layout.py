@@ -4,6 +4,12 @@
   ``Transpose(perm=[0, 3, 1, 2])``) are rewritten to take NCHW, the layout of
   trtkit's input contract: the Transpose is removed (or, when the input has
   other consumers, the inverse Transpose is put in front of them).
+* A ``uint8`` image input (TF/Keras and TFLite exports that take raw pixels and
+  normalize inside the graph) becomes a float32 input carrying the same 0-255
+  values: its Cast to float is removed (``uint8_input_to_float``). Every
+  backend then takes the one input type (TensorRT 8.x builds no uint8 network
+  inputs), and the contract records that the model's own input was uint8 and
+  fixes ``pixel_scale`` 255, mean 0, std 1: the graph normalizes itself.
 * A ``[N, C, 1, 1]`` output (a 1x1 convolution as classifier: Caffe2's
   SqueezeNet and DenseNet) is flattened to ``[N, C]``.
 * ``output_kind``: ``probabilities`` when the output comes from a Softmax
@@ -30,18 +36,39 @@ def _consumers(model, name):
     return [n for n in model.graph.node if name in n.input]
 
 
-def is_nhwc(model):
-    """True when the image input is NHWC: consumed by a Transpose to NCHW, or shaped [N, H, W, 1|3]
-    with H a real image size."""
+LAYOUTS = ("nchw", "nhwc")
+
+
+def is_nhwc(model, layout=None):
+    """True when the image input is NHWC (channels last).
+
+    Evidence, strongest first: the input is consumed by a Transpose to NCHW (tf2onnx's Keras graphs), or
+    its shape has 1 or 3 in the last axis but not in the second (``[N, 224, 224, 3]``, ``[N, ?, ?, 3]``).
+    ``layout`` (``nchw``/``nhwc``) is the user's word: it settles a shape the evidence leaves open, and
+    one that contradicts the evidence is refused in one line.
+    """
     inputs = graph_inputs(model)
     if len(inputs) != 1:
         return False
     dims = dims_of(inputs[0])
     if len(dims) != 4:
         return False
-    if any(n.op_type == "Transpose" and _perm(n) == _TO_NCHW for n in _consumers(model, inputs[0].name)):
-        return True
-    return dims[3] in (1, 3) and isinstance(dims[1], int) and dims[1] > 4 and isinstance(dims[2], int) and dims[2] > 4
+    transposed = any(n.op_type == "Transpose" and _perm(n) == _TO_NCHW for n in _consumers(model, inputs[0].name))
+    looks_nhwc = dims[3] in (1, 3) and dims[1] not in (1, 3)
+    looks_nchw = dims[1] in (1, 3) and dims[3] not in (1, 3)
+    if layout is None:
+        return transposed or looks_nhwc
+    layout = str(layout).lower()
+    if layout not in LAYOUTS:
+        from trtkit.errors import InputError
+        raise InputError("unknown layout '{}'".format(layout), hint="use nchw or nhwc")
+    evidence = "a Transpose to NCHW follows it" if transposed else "channels in the last axis" if looks_nhwc \
+        else "channels in the second axis" if looks_nchw else None
+    if (layout == "nchw" and (transposed or looks_nhwc)) or (layout == "nhwc" and looks_nchw and not transposed):
+        from trtkit.errors import InputError
+        raise InputError("--layout {} contradicts the ONNX input '{}' {} ({})".format(
+            layout, inputs[0].name, _show(dims), evidence), hint="leave --layout out: trtkit reads it from the graph")
+    return layout == "nhwc"
 
 
 def nhwc_to_nchw(model):
@@ -75,6 +102,52 @@ def nhwc_to_nchw(model):
     how = "removed its Transpose to NCHW" if not others else "a Transpose to NHWC now feeds its other consumers"
     return "the input '{}' was NHWC {}: it now takes NCHW {} ({})".format(name, _show(before), _show(dims_of(value)),
                                                                           how)
+
+
+def input_dtype(model):
+    """The image input's element type as a numpy-style name (``float32``, ``uint8``, ...)."""
+    onnx = require("onnx")
+    elem = graph_inputs(model)[0].type.tensor_type.elem_type
+    return onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "float32"
+
+
+def uint8_input_to_float(model):
+    """Make a uint8 image input float32 (in place); returns a note, or None when it already is float32.
+
+    Consumers that Cast it to float read the input directly (the Cast is removed); any other consumer gets
+    a Cast back to uint8, exact for the 0-255 values the contract feeds. Other input types are refused.
+    """
+    onnx = require("onnx")
+    from trtkit.errors import InputError
+    value = graph_inputs(model)[0]
+    dtype = input_dtype(model)
+    if dtype == "float32":
+        return None
+    if dtype != "uint8":
+        raise InputError("the ONNX input '{}' is {}; trtkit takes float32 or uint8 image inputs".format(
+            value.name, dtype), hint="export the model with a float32 (or uint8 pixel) input")
+    tensor_type = value.type.tensor_type
+    tensor_type.elem_type = onnx.TensorProto.FLOAT
+    name, casts, others = value.name, 0, []
+    for node in _consumers(model, name):
+        to = [a.i for a in node.attribute if a.name == "to"]
+        if node.op_type == "Cast" and to == [onnx.TensorProto.FLOAT]:
+            _replace_uses(model, node.output[0], name)
+            model.graph.node.remove(node)
+            casts += 1
+        else:
+            others.append(node)
+    if others:
+        raw = name + "_uint8"
+        for node in others:
+            for i, inp in enumerate(node.input):
+                if inp == name:
+                    node.input[i] = raw
+        model.graph.node.insert(0, require("onnx.helper").make_node("Cast", [name], [raw], name=raw,
+                                                                      to=onnx.TensorProto.UINT8))
+    del model.graph.value_info[:]
+    return "the input '{}' was uint8 pixels: it now takes float32 with the same 0-255 values ({})".format(
+        name, "its Cast to float removed" if not others else "a Cast to uint8 feeds its other consumers")
 
 
 def _replace_uses(model, old, new):

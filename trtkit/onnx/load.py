@@ -106,6 +106,8 @@ class OnnxSummary(object):
         self.contract = contract_metadata(model)
         from trtkit.onnx.layout import output_kind
         self.output_kind = output_kind(model)
+        self.source_layout = "nchw"   # the model's own input, before prepare_onnx rewrote it
+        self.source_dtype = "float32"
 
     @property
     def batch(self):
@@ -123,7 +125,8 @@ class OnnxSummary(object):
 
     def to_dict(self):
         return {"input_name": self.input_name, "input_shape": self.input_shape, "output_names": self.output_names,
-                "output_shape": self.output_shape, "output_kind": self.output_kind, "opset": self.opset}
+                "output_shape": self.output_shape, "output_kind": self.output_kind, "opset": self.opset,
+                "source_layout": self.source_layout, "source_dtype": self.source_dtype}
 
 
 def check_image_input(model):
@@ -160,8 +163,13 @@ def _show(dims):
     return "[{}]".format(", ".join(str(d) if d is not None else "?" for d in dims))
 
 
-def prepare_onnx(src, dst, notes=None):
-    """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes)."""
+def prepare_onnx(src, dst, notes=None, layout=None):
+    """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes).
+
+    ``layout`` (``nchw``/``nhwc``, None: detect) is the user's word on the input layout; one that
+    contradicts the graph is refused (``onnx.layout.is_nhwc``). The summary records the source model's
+    input layout and dtype (``source_layout``, ``source_dtype``): trtkit's artifacts take NCHW float32.
+    """
     from trtkit.onnx import layout as onnx_layout, normalize as norm
     onnx = require("onnx", "reading ONNX files")
     notes = [] if notes is None else notes
@@ -173,7 +181,12 @@ def prepare_onnx(src, dst, notes=None):
     if unknown:
         notes.append("read {} dimension(s) given as -1 or 0 as dynamic".format(unknown))
     check_image_input(model)
-    if onnx_layout.is_nhwc(model):
+    source_dtype = onnx_layout.input_dtype(model)
+    converted = onnx_layout.uint8_input_to_float(model)
+    if converted:
+        notes.append(converted)
+    source_layout = "nhwc" if onnx_layout.is_nhwc(model, layout) else "nchw"
+    if source_layout == "nhwc":
         notes.append(onnx_layout.nhwc_to_nchw(model))
     summary = OnnxSummary(model)
     if summary.batch is not None:
@@ -196,6 +209,7 @@ def prepare_onnx(src, dst, notes=None):
         model = norm.infer_shapes(model)
     check_classifier_output(model)
     summary = OnnxSummary(model)
+    summary.source_layout, summary.source_dtype = source_layout, source_dtype
     if summary.output_kind != "logits":
         notes.append("the output '{}' holds {} (a {}): verification compares arg-max and differences of them "
                      "as they are, without applying a softmax".format(

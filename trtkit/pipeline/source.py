@@ -14,7 +14,7 @@ import os
 import re
 
 from trtkit import log
-from trtkit.contract import InputContract, parse_size, resolve
+from trtkit.contract import UINT8_PIXELS, InputContract, parse_size, resolve
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
 
@@ -94,6 +94,10 @@ class ModelOptions(object):
                    exporter=args.exporter, input=InputContract.overrides_from_args(args))
 
 
+# what a PyTorch model takes: NCHW float32 (a --layout nhwc flag contradicts it)
+TORCH_INPUT = {"layout": "nchw", "input_dtype": "float32"}
+
+
 class ModelSource(object):
     """A resolved model: ``name`` (artifacts are ``NAME.<precision>.*``), ``torch_model`` (None for ONNX
     sources), ``onnx_path`` (the normalized FP32 ONNX of an ONNX source; None until a PyTorch model is
@@ -125,13 +129,16 @@ def _onnx_source(options, work_dir):
     onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
-    summary, notes = prepare_onnx(options.onnx, onnx_path)
+    overrides = options.input_overrides()
+    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"))
     for note in notes:
         log.info("onnx: " + note)
     c, h, w = summary.image_shape
     fixed = {"size": (h, w) if isinstance(h, int) and isinstance(w, int) else None,
-             "channels": c if isinstance(c, int) else None}
-    overrides = options.input_overrides()
+             "channels": c if isinstance(c, int) else None,
+             "layout": summary.source_layout, "input_dtype": summary.source_dtype}
+    if summary.source_dtype == "uint8":
+        fixed.update(UINT8_PIXELS)
     if fixed["size"] is None and "size" not in overrides and summary.contract is None:
         raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size N or HxW")
     contract = resolve(summary.contract, overrides, fixed, what=os.path.basename(options.onnx))
@@ -163,7 +170,8 @@ def _torch_source(options):
         if options.num_classes is not None and options.num_classes != model.num_classes:
             raise InputError("the sample model has {} classes, not {}".format(model.num_classes, options.num_classes),
                              hint="pass --checkpoint for your own model")
-    model.input_contract = contract = resolve(model.input_contract, options.input_overrides())
+    model.input_contract = contract = resolve(model.input_contract, options.input_overrides(), TORCH_INPUT,
+                                              what=model.trtkit_name)
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
             "input": contract.to_dict(), "output_kind": "logits"}
@@ -184,7 +192,7 @@ def _module_source(options):
             raise ModelMismatch("{} does not fit {}: {}".format(
                 options.checkpoint, type(module).__name__, str(exc).splitlines()[0][:300]),
                 hint="pass the checkpoint saved from this module's state_dict")
-    contract = resolve(None, options.input_overrides())
+    contract = resolve(None, options.input_overrides(), TORCH_INPUT, what="the module")
     with torch.no_grad():
         try:
             out = module(torch.zeros((1,) + contract.shape))
