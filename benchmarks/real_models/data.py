@@ -36,6 +36,8 @@ BOARD_THEMES = (((240, 217, 181), (181, 136, 99)), ((222, 227, 230), (140, 162, 
 # Unicode's outlined ("white") chess glyphs; the solid ("black") one is 6 code points further
 OUTLINE_GLYPH = {"K": 0x2654, "Q": 0x2655, "R": 0x2656, "B": 0x2657, "N": 0x2658, "P": 0x2659}
 SPLITS = {"train": 1, "val": 2}
+# part of the cached data folders' names: bump it when a generator draws differently
+DATA_VERSION = 1
 
 
 def font_path(name):

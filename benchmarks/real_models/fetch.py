@@ -102,7 +102,7 @@ def onnx_path(name):
     source = source_file(name)
     if model.converter is None:
         return source
-    target = os.path.join(os.path.dirname(source), "model.onnx")
+    target = os.path.join(os.path.dirname(source), name + ".onnx")  # the file name names trtkit's variants
     stamp = target + ".source-sha256"
     if os.path.exists(target) and os.path.exists(stamp) and open(stamp).read().strip() == model.sha256:
         return target
