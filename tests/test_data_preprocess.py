@@ -153,3 +153,21 @@ def test_jpeg_draft_decodes_large_images_smaller_with_small_pixel_changes(tmp_pa
     full = read_image(path, contract, draft=False)
     assert drafted.shape == full.shape == (3, 64, 64)
     assert np.abs(drafted - full).max() < 6 / 255.0  # a few grey levels, the geometry unchanged
+
+
+@pytest.mark.parametrize("width,height", [(60, 30), (96, 48), (300, 40), (48, 96), (500, 20)])
+def test_height_resize_is_paddleocrs_text_line_rule(width, height):
+    """PaddleOCR's resize_norm_img: height to 48, width ceil(48*w/h) capped at 192 (squashed when wider), then
+    zeros to the right after normalization."""
+    import math
+    from trtkit.contract import InputContract
+    from trtkit.data.preprocess import preprocess
+    contract = InputContract(size=(48, 192), mean=0.5, std=0.5, resize="height")
+    rng = np.random.RandomState(width)
+    pixels = rng.randint(1, 255, size=(height, width, 3)).astype(np.uint8)
+    expected_w = min(192, int(math.ceil(48 * width / float(height))))
+    out = preprocess(pixels, contract)
+    assert out.shape == (3, 48, 192)
+    filled = np.any(out != 0, axis=(0, 1))
+    assert filled[:expected_w].all() and not filled[expected_w:].any()
+    assert out[:, :, :expected_w].min() >= -1.0 and out[:, :, :expected_w].max() <= 1.0

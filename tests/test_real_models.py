@@ -59,3 +59,18 @@ def test_generated_images_are_seeded():
     other = image("chessvision_pieces", "val", 3, 8)
     assert first.tobytes() == again.tobytes()
     assert first.tobytes() != other.tobytes()
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_trtkit_contract_reproduces_the_package_preprocessing(name, tmp_path):
+    """trtkit's FP32 build, fed the images through the recorded input contract, is as accurate as the model
+    with its own package's preprocessing (rapidocr: BGR, height-48 resize capped at 192, right padding)."""
+    import trtkit
+    onnx_file, images, contract = _prepare(name, 200, tmp_path)
+    reference, _ = fp32_accuracy(name, onnx_file, images)
+    result = trtkit.build(onnx=onnx_file, data=images, precision="fp32", backend="onnxruntime",
+                          out=str(tmp_path / "out"), bench_seconds=0, verify_images="all", **contract)
+    verify = result.artifact("fp32")["verify"]
+    assert verify["images"] == 200 and verify["accuracy"] is not None
+    assert verify["accuracy"] >= reference - 0.02, "trtkit {:.1%} vs the package's own preprocessing {:.1%}".format(
+        verify["accuracy"], reference)

@@ -17,7 +17,7 @@ from trtkit.errors import InputError
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_FRACTION = 0.875  # ImageNet evaluation: shorter side to size / 0.875, then the centre crop
-RESIZE_MODES = ("crop", "pad", "stretch")
+RESIZE_MODES = ("crop", "pad", "height", "stretch")
 CHANNEL_ORDERS = ("rgb", "bgr")
 PIXEL_SCALES = (1.0, 255.0)
 LAYOUTS = ("nchw", "nhwc")
@@ -33,8 +33,9 @@ class InputContract(object):
     grayscale), and fitted to the
     size by ``resize``: ``crop`` (shorter side to size/0.875, centre crop, as
     torchvision's ImageNet evaluation), ``pad`` (keep the aspect ratio, fit
-    inside, pad right/bottom with zeros after normalization, as OCR models do)
-    or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
+    inside, pad right/bottom with zeros after normalization), ``height``
+    (the height to the input's, the width by the aspect ratio and squashed when
+    wider, pad right: PaddleOCR's text lines) or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
 
     ``layout`` and ``input_dtype`` record the model's *own* input (a Keras model's
     NHWC, a uint8 pixel input): trtkit's artifacts always take NCHW float32, the
@@ -62,7 +63,7 @@ class InputContract(object):
                 self.pixel_scale))
         self.resize = str(resize).lower()
         if self.resize not in RESIZE_MODES:
-            raise InputError("unknown resize mode '{}'".format(resize), hint="use crop, pad or stretch")
+            raise InputError("unknown resize mode '{}'".format(resize), hint="use " + ", ".join(RESIZE_MODES))
         self.class_names = list(class_names) if class_names is not None else None
         self.layout = str(layout).lower()
         if self.layout not in LAYOUTS:
@@ -164,7 +165,9 @@ class InputContract(object):
                            help="1: pixels in 0-1 before normalizing (default); 255: in 0-255")
         group.add_argument("--resize", choices=list(RESIZE_MODES), default=None,
                            help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); "
-                                "pad: keep the aspect ratio and pad (OCR); stretch: plain resize")
+                                "pad: keep the aspect ratio, fit inside and pad right/bottom; height: the height to "
+                                "the input's, width by the aspect ratio (squashed when wider), pad right (PaddleOCR "
+                                "text lines); stretch: plain resize")
         group.add_argument("--layout", choices=list(LAYOUTS), default=None,
                            help="the ONNX model's input layout (default: read from the graph; NHWC inputs, as "
                                 "tf2onnx writes Keras models, are rewritten to take NCHW)")

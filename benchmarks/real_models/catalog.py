@@ -118,7 +118,7 @@ _add(RealModel(
     input_name="x", output_name="save_infer_model/scale_0.tmp_1", output_kind="probabilities",
     class_names=("0", "180"),
     contract=Contract(size=(48, 192), channels=3, channel_order="bgr", mean=(0.5, 0.5, 0.5),
-                      std=(0.5, 0.5, 0.5), pixel_scale=1.0, resize="pad", dynamic_hw=True),
+                      std=(0.5, 0.5, 0.5), pixel_scale=1.0, resize="height", dynamic_hw=True),
     generator="text_lines",
     preprocess_notes="ch_ppocr_v2_cls/text_cls.py resize_norm_img: image as read by cv2 (BGR); "
                      "cv2.resize (bilinear) to height 48 and width ceil(48*w/h) capped at 192 (wider lines "

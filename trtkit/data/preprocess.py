@@ -58,6 +58,9 @@ def for_channels(image, channels):
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
+PADDED = ("pad", "height")  # resize modes that fill the rest of the input with zeros (after normalization)
+
+
 def crop_resize_size(width, height, target_h, target_w):
     """(w, h) an image of ``width`` x ``height`` is resized to before the centre crop of ``target_h`` x ``target_w``.
 
@@ -82,6 +85,13 @@ def pad_resize_size(width, height, target_h, target_w):
     return target_w, min(target_h, max(1, int(math.ceil(target_w * height / float(width)))))
 
 
+def height_resize_size(width, height, target_h, target_w):
+    """(w, h) for ``height`` resizing: the height to the target, the width by the aspect ratio (rounded up),
+    squashed to the target width when wider. PaddleOCR's text-line rule (``resize_norm_img``): a long line
+    keeps the full height its model was trained on rather than shrinking inside the box."""
+    return min(target_w, max(1, int(math.ceil(target_h * width / float(height))))), target_h
+
+
 def resize_target(size, contract):
     """(w, h) an image of ``size`` (w, h) is resized to; decode.py asks it to pick JPEG draft scales."""
     width, height = size
@@ -89,6 +99,8 @@ def resize_target(size, contract):
         return crop_resize_size(width, height, contract.height, contract.width)
     if contract.resize == "pad":
         return pad_resize_size(width, height, contract.height, contract.width)
+    if contract.resize == "height":
+        return height_resize_size(width, height, contract.height, contract.width)
     return contract.width, contract.height
 
 
@@ -122,7 +134,7 @@ def preprocess(image, contract, original_size=None):
         array[...] = pixels
     array -= np.asarray(contract.mean, dtype=np.float32).reshape(-1, 1, 1)
     array /= np.asarray(contract.std, dtype=np.float32).reshape(-1, 1, 1)
-    if contract.resize != "pad" or array.shape[1:] == (contract.height, contract.width):
+    if contract.resize not in PADDED or array.shape[1:] == (contract.height, contract.width):
         return array
     out = np.zeros(contract.shape, dtype=np.float32)
     out[:, :array.shape[1], :array.shape[2]] = array
