@@ -83,21 +83,9 @@ def nhwc_to_nchw(model):
         old[i].CopyFrom(dims[i])
     for target, source in enumerate((0, 3, 1, 2)):
         dims[target].CopyFrom(old[source])
-    removed, others = 0, []
-    for node in _consumers(model, name):
-        if node.op_type == "Transpose" and _perm(node) == _TO_NCHW:
-            _replace_uses(model, node.output[0], name)
-            model.graph.node.remove(node)
-            removed += 1
-        else:
-            others.append(node)
-    if others:
-        nhwc = name + "_nhwc"
-        for node in others:
-            for i, inp in enumerate(node.input):
-                if inp == name:
-                    node.input[i] = nhwc
-        model.graph.node.insert(0, helper.make_node("Transpose", [name], [nhwc], name=nhwc, perm=[0, 2, 3, 1]))
+    others = _bypass_input(model, name, lambda node: node.op_type == "Transpose" and _perm(node) == _TO_NCHW,
+                           helper.make_node("Transpose", [name], [name + "_nhwc"], name=name + "_nhwc",
+                                            perm=[0, 2, 3, 1]))
     del model.graph.value_info[:]
     how = "removed its Transpose to NCHW" if not others else "a Transpose to NHWC now feeds its other consumers"
     return "the input '{}' was NHWC {}: it now takes NCHW {} ({})".format(name, _show(before), _show(dims_of(value)),
@@ -128,26 +116,36 @@ def uint8_input_to_float(model):
             value.name, dtype), hint="export the model with a float32 (or uint8 pixel) input")
     tensor_type = value.type.tensor_type
     tensor_type.elem_type = onnx.TensorProto.FLOAT
-    name, casts, others = value.name, 0, []
-    for node in _consumers(model, name):
-        to = [a.i for a in node.attribute if a.name == "to"]
-        if node.op_type == "Cast" and to == [onnx.TensorProto.FLOAT]:
-            _replace_uses(model, node.output[0], name)
-            model.graph.node.remove(node)
-            casts += 1
-        else:
-            others.append(node)
-    if others:
-        raw = name + "_uint8"
-        for node in others:
-            for i, inp in enumerate(node.input):
-                if inp == name:
-                    node.input[i] = raw
-        model.graph.node.insert(0, require("onnx.helper").make_node("Cast", [name], [raw], name=raw,
-                                                                      to=onnx.TensorProto.UINT8))
+    name = value.name
+    to_float = [onnx.TensorProto.FLOAT]
+    others = _bypass_input(model, name,
+                           lambda node: node.op_type == "Cast" and [a.i for a in node.attribute if a.name == "to"]
+                           == to_float,
+                           require("onnx.helper").make_node("Cast", [name], [name + "_uint8"], name=name + "_uint8",
+                                                            to=onnx.TensorProto.UINT8))
     del model.graph.value_info[:]
     return "the input '{}' was uint8 pixels: it now takes float32 with the same 0-255 values ({})".format(
         name, "its Cast to float removed" if not others else "a Cast to uint8 feeds its other consumers")
+
+
+def _bypass_input(model, name, undoes, restore):
+    """After the input ``name`` changed form: remove its consumers for which ``undoes(node)`` (they converted
+    the old form into the new one; their readers now read the input), and feed every other consumer through
+    ``restore`` (a node from the new form back to the old, put first). Returns those other consumers."""
+    others = []
+    for node in _consumers(model, name):
+        if undoes(node):
+            _replace_uses(model, node.output[0], name)
+            model.graph.node.remove(node)
+        else:
+            others.append(node)
+    if others:
+        for node in others:
+            for i, inp in enumerate(node.input):
+                if inp == name:
+                    node.input[i] = restore.output[0]
+        model.graph.node.insert(0, restore)
+    return others
 
 
 def _replace_uses(model, old, new):
