@@ -130,7 +130,8 @@ class VariantMaker(object):
         write_json(self._path(files.report), report)
         meta = {"calibration": {"method": result.method, "images": report["images"], "data": str(self.data),
                                 "report": files.report, "trt_calibration_cache": files.cache,
-                                "cache_reused": result.reused, "seconds": report["seconds"]["total"]}}
+                                "cache_reused": result.reused, "seconds": report["seconds"]["total"],
+                                "rules": report["rules"]}}
         if onnx_path:
             meta["int8_encoding"] = self.encoding
         calibration = Int8Calibration(result, self.calibration_images(), cache_path)

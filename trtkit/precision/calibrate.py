@@ -31,10 +31,11 @@ from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
 from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES
-from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_amax
+from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_ranges
 from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
 
 STATS_FORMAT = 2  # bump when the statistics change meaning; old cache entries then miss
+RANGES_FORMAT = 2  # bump when a method's ranges change (2: entropy guarded by quantization error, rule per tensor)
 
 
 class CalibrationResult(object):
@@ -138,7 +139,7 @@ def _stats_path(root, key):
 
 def _ranges_path(root, key, method, percentile):
     suffix = method + ("-{:g}".format(percentile) if method == "percentile" else "")
-    return os.path.join(root, "{}.{}.ranges.json".format(key, suffix))
+    return os.path.join(root, "{}.r{}.{}.ranges.json".format(key, RANGES_FORMAT, suffix))
 
 
 def _save_stats(path, histograms, meta):
@@ -182,6 +183,8 @@ def _load_ranges(path, expected_names):
             raise ValueError("its tensors do not match the model")
         for r in ranges.values():
             values = [float(r["amax"]), float(r["min"]), float(r["max"])]
+            if not isinstance(r.get("rule"), str):
+                raise ValueError("a range without its rule")
             if not all(np.isfinite(values)) or values[0] < 0:
                 raise ValueError("a non-finite or negative range")
         return ranges
@@ -259,10 +262,10 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
             if use_cache:
                 _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
         t0 = time.time()
-        amax = compute_amax(histograms, method, percentile)
+        computed = compute_ranges(histograms, method, percentile)
         ranges_seconds = time.time() - t0
-        ranges = dict((n, {"amax": float(amax[n]), "min": float(histograms[n].minimum),
-                           "max": float(histograms[n].maximum)}) for n in names)
+        ranges = dict((n, {"amax": float(computed[n][0]), "min": float(histograms[n].minimum),
+                           "max": float(histograms[n].maximum), "rule": computed[n][1]}) for n in names)
         if use_cache:
             write_json(ranges_file, {"method": method, "percentile": percentile, "ranges": ranges})
     total = time.time() - start
@@ -278,10 +281,20 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
         "seconds": {"total": round(total, 3), "statistics": round(stats_seconds, 3),
                     "ranges": round(ranges_seconds, 3)},
         "tensors": dict((n, dict(r, scale=r["amax"] / 127.0)) for n, r in ranges.items()),
+        "rules": rule_counts(ranges),
     }
     log.info("calibration ({}, {} images{}): statistics {}, ranges {} in {:.1f}s".format(
         method, count, ", streamed" if streamed else "", stats_state, ranges_state, total))
     return CalibrationResult(ranges, report)
+
+
+def rule_counts(ranges):
+    """{rule: number of tensors} of a calibration's ranges: which rule gave how many amax values (``entropy``
+    and ``mse`` where the guard replaced a degenerate KL cut, ...)."""
+    counts = {}
+    for r in ranges.values():
+        counts[r.get("rule", "?")] = counts.get(r.get("rule", "?"), 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def load_calibration_images(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
