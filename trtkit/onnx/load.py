@@ -179,7 +179,7 @@ def prepare_onnx(src, dst, notes=None, layout=None):
         notes.append("removed {} initializers listed as graph inputs".format(removed))
     unknown = norm.mark_unknown_dims(model, list(graph_inputs(model)) + list(model.graph.output))
     if unknown:
-        notes.append("read {} dimension(s) given as -1 or 0 as dynamic".format(unknown))
+        notes.append("named {} dynamic dimension(s) given as -1, 0 or a placeholder (height and width apart)".format(unknown))
     check_image_input(model)
     source_dtype = onnx_layout.input_dtype(model)
     converted = onnx_layout.uint8_input_to_float(model)

@@ -82,17 +82,32 @@ def strip_initializer_inputs(model):
     return removed
 
 
+_PLACEHOLDER_NAMES = ("?", "-1", "None", "none", "unknown")
+
+
 def mark_unknown_dims(model, value_infos):
-    """Dimensions written as -1 or 0 (paddle2onnx, old exporters) become named dynamic ones; returns the count."""
+    """Name the unknown dimensions of ``value_infos``; returns how many were renamed.
+
+    Dimensions written as -1 or 0 (paddle2onnx, old exporters) or named by a placeholder (``?``, as
+    paddle2onnx names dynamic H and W) get the axis's own name: batch, channels, height, width. A 4-D
+    image input whose height and width share one name gets two: TensorRT reads input dimensions of one
+    name as equal, so a shared ``?`` would refuse every non-square size (``Input dimensions with this name
+    have different constant values``), while ONNX Runtime ignores the names.
+    """
     count = 0
     for value in value_infos:
         dims = value.type.tensor_type.shape.dim
+        names = ("batch", "channels", "height", "width") if len(dims) == 4 else None
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value <= 0:
+            unknown = dim.HasField("dim_value") and dim.dim_value <= 0
+            placeholder = dim.HasField("dim_param") and dim.dim_param.strip() in _PLACEHOLDER_NAMES
+            if unknown or placeholder:
                 dim.ClearField("dim_value")
-                dim.dim_param = ("batch", "channels", "height", "width")[axis] if len(dims) == 4 else (
-                    "batch" if axis == 0 else "dim{}".format(axis))
+                dim.dim_param = names[axis] if names else ("batch" if axis == 0 else "dim{}".format(axis))
                 count += 1
+        if names and dims[2].HasField("dim_param") and dims[2].dim_param == dims[3].dim_param:
+            dims[2].dim_param, dims[3].dim_param = "height", "width"
+            count += 2
     return count
 
 
