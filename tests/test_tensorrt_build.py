@@ -223,3 +223,30 @@ def test_int8_without_fast_int8_falls_back_to_fp16(sample_build, tmp_path, capsy
     assert built == "fp16" and int8_path is None and "no fast INT8" in note
     assert os.path.isfile(source) and source.endswith(".fp16.onnx")
     assert "building FP16 instead of INT8" in capsys.readouterr().err
+
+
+def test_a_refused_build_says_tensorrts_reason_in_one_line(tmp_path):
+    """TensorRT says why it refuses an engine only through its logger: the refusal quotes it (a graph whose
+    Reshape fixes a volume the 48x192 profile contradicts; it parses, and the builder refuses it for real)."""
+    pytest.importorskip("tensorrt_rtx")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from conftest import partial_files, run_cli
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])
+    inits = [numpy_helper.from_array(np.array([0, 3072], np.int64), "shape"),
+             numpy_helper.from_array(np.random.RandomState(0).randn(3072, 10).astype(np.float32), "w")]
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["flat"]), helper.make_node("MatMul", ["flat", "w"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "flat32", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = str(tmp_path / "flat32.onnx")
+    onnx.save(model, path)
+    out = str(tmp_path / "out")
+    proc = run_cli(["build", "--onnx", path, "--backend", "tensorrt-rtx", "--input-size", "48x192",
+                    "--precision", "fp32", "--bench-seconds", "0", "--verify-images", "8", "--out", out])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "could not build an engine from flat32.fp32.onnx" in last
+    assert "ERROR" in last and "reshape changes volume" in last.lower(), last
+    assert not os.path.exists(os.path.join(out, "manifest.json")) and not partial_files(str(tmp_path))

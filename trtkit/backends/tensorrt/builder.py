@@ -14,6 +14,7 @@ import time
 from trtkit import log
 from trtkit.backends.base import BuildInputs
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
+from trtkit.backends.tensorrt.logger import capturing_logger, reason
 from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
 from trtkit.errors import InputError
@@ -42,10 +43,6 @@ def rtx_default_targets(trt, gpu):
              "not run here".format(trt.__version__, gpu["name"], gpu["compute_capability"],
                                    ", ".join(api.rtx_targets(trt))))
     return None
-
-
-def _logger(trt):
-    return trt.Logger(trt.Logger.WARNING)
 
 
 def _source_and_mode(trt, flavour, onnx_path, precision, inputs, options, fast):
@@ -152,7 +149,8 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
         raise InputError("TensorRT builds engines on the GPU that runs them, and no NVIDIA GPU was found",
                          hint="use --backend tensorrt-rtx to build ahead of time, or onnxruntime")
     start = time.time()
-    logger = _logger(trt)
+    messages = []  # TensorRT's warnings and errors: a refusal quotes them
+    logger = capturing_logger(trt, messages, forward=True)
     builder = trt.Builder(logger)
     fast = api.fast_precision(builder)
     if gpu is not None:
@@ -191,8 +189,11 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
     if calibrator is not None:
         calibrator.raise_if_failed()
     if serialized is None:
-        raise InputError("{} could not build an engine from {} (see TensorRT's messages above)".format(
-            flavour, os.path.basename(source)), hint="try --workspace with more MiB, or another precision")
+        said = reason(messages)
+        raise InputError("{} could not build an engine from {}: {}".format(
+            flavour, os.path.basename(source), said or "TensorRT gave no reason"),
+            hint="try --workspace with more MiB, or another precision" if not said else
+            "the reason above is TensorRT's own; --verbose prints all it said")
     write_bytes(out_path, serialized)
     if cache_path:
         write_bytes(cache_path, config.get_timing_cache().serialize())

@@ -25,9 +25,9 @@ import os
 
 import numpy as np
 
-from trtkit import log
 from trtkit.backends.base import Runner, TensorSpec
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
+from trtkit.backends.tensorrt.logger import capturing_logger
 from trtkit.backends.tensorrt.sidecar import check_compatible, check_file, read_sidecar
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError
 
@@ -229,31 +229,6 @@ def _unrunnable_hint(trt, flavour, gpu):
         return "copy it to a machine with the GPU it was built for"
     return ("TensorRT-RTX engines run on SM {}; the engine is kept: run it on such a GPU, or build with "
             "--backend tensorrt (classic TensorRT) for this one".format(", ".join(api.rtx_targets(trt))))
-
-
-_KEPT_SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING")
-
-
-def capturing_logger(trt, messages, forward=False):
-    """A TensorRT logger that appends "SEVERITY: text" of warnings and errors to ``messages``.
-
-    TensorRT reports why it refuses an engine only through its logger; keeping
-    the words lets a DeviceUnavailable or EngineMismatch quote them. With
-    ``forward`` they are also printed as trtkit warnings.
-    """
-    class CapturingLogger(trt.ILogger):
-        def __init__(self):
-            trt.ILogger.__init__(self)
-
-        def log(self, severity, text):
-            name = getattr(severity, "name", None) or str(severity).rsplit(".", 1)[-1]
-            if name in _KEPT_SEVERITIES:
-                messages.append("{}: {}".format(name, text))
-                if forward:
-                    log.warn("{}: {}".format(flavour_name, text))
-
-    flavour_name = "TensorRT" if not api.has(trt, "ComputeCapability") else "TensorRT-RTX"
-    return CapturingLogger()
 
 
 def probe_engine(path, flavour="tensorrt-rtx"):
