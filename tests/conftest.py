@@ -77,3 +77,9 @@ def rtx_engine_bytes(trt, path, batch_shape):
     engine = builder.build_serialized_network(network, config)
     assert engine is not None, "TensorRT-RTX could not build {}".format(path)
     return len(bytes(engine))
+
+
+def pytest_report_header(config):
+    """Which x86 INT8 kind this machine is: the INT8 tests' figures depend on it (trtkit.cpuinfo)."""
+    from trtkit.cpuinfo import this_cpu
+    return "trtkit CPU INT8 target: {}".format(this_cpu().describe())

@@ -43,6 +43,7 @@ class OnnxRuntimeRunner(Runner):
         self.providers_in_use = None  # what the session really uses (set on activation)
         self.threads = threads
         self.session = None
+        self.int8_target = None  # the CPU target a trtkit INT8 graph records (trtkit.cpuinfo), read on activation
 
     def _activate(self):
         ort = require("onnxruntime", "the ONNX Runtime backend")
@@ -61,6 +62,11 @@ class OnnxRuntimeRunner(Runner):
             raise InputError("ONNX Runtime cannot load {}: {}".format(self.path, text[0][:300] if text else exc),
                              hint="check the file is a complete ONNX model")
         self.providers_in_use = list(self.session.get_providers())
+        from trtkit.cpuinfo import check_artifact
+        from trtkit.precision.qdq import INT8_TARGET_KEY
+        if not any(p in GPU_PROVIDERS for p in self.providers_in_use):
+            self.int8_target = check_artifact(self.session.get_modelmeta().custom_metadata_map.get(INT8_TARGET_KEY),
+                                              os.path.basename(self.path))
         self._inputs = [TensorSpec(i.name, i.shape, _ORT_TYPES.get(i.type, i.type)) for i in self.session.get_inputs()]
         self._outputs = [TensorSpec(o.name, o.shape, _ORT_TYPES.get(o.type, o.type)) for o in self.session.get_outputs()]
 
@@ -77,6 +83,8 @@ class OnnxRuntimeRunner(Runner):
     def describe(self):
         record = super(OnnxRuntimeRunner, self).describe()
         record["providers"] = list(self.providers_in_use)
+        if self.int8_target:
+            record["int8_target"] = self.int8_target
         return record
 
     @property

@@ -160,6 +160,7 @@ class OpenVINORunner(Runner):
             raise InputError("OpenVINO cannot compile {}: {}".format(self.path, text[0][:300] if text else exc),
                              hint="check the file is a complete ONNX model, or use --backend onnxruntime")
         self.request = self.compiled.create_infer_request()
+        self._check_int8_target()
         self._inputs = [_spec(p) for p in self.compiled.inputs]
         self._outputs = [_spec(p) for p in self.compiled.outputs]
         self._device_name = device_name(core)
@@ -169,6 +170,18 @@ class OpenVINORunner(Runner):
                 self.compiled_properties[key] = _plain(self.compiled.get_property(name))
             except Exception:  # a property this OpenVINO does not report
                 self.compiled_properties[key] = None
+
+    def _check_int8_target(self):
+        """Warn when a trtkit INT8 ONNX made for another CPU (``trtkit.cpuinfo``) runs here."""
+        from trtkit.deps import available
+        if not self.path.endswith(".onnx") or not available("onnx"):
+            return
+        from trtkit.cpuinfo import check_artifact
+        from trtkit.deps import require
+        from trtkit.precision.qdq import INT8_TARGET_KEY
+        model = require("onnx").load(self.path, load_external_data=False)
+        recorded = dict((p.key, p.value) for p in model.metadata_props).get(INT8_TARGET_KEY)
+        check_artifact(recorded, os.path.basename(self.path))
 
     def _deactivate(self):
         self.request = None

@@ -72,6 +72,10 @@ class VariantMaker(object):
         self.data = self.config.data_or(default_data)
         self.encoding = encoding
         self.out_dir = out_dir
+        self.target = None  # the CPU the ``cpu`` encoding is for (vnni/avx2: its weight bits), None otherwise
+        if encoding == "cpu":
+            from trtkit.cpuinfo import resolve_target
+            self.target = resolve_target(self.config.cpu_isa)
         self._images = None
         self._fp32_model = None
 
@@ -121,7 +125,7 @@ class VariantMaker(object):
         result = result or self.calibrate(method)
         onnx_path = None
         if files.onnx:
-            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx))
+            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
         report = dict(result.report, source=str(self.data), split="train", trt_calibration_cache=files.cache)
@@ -134,13 +138,17 @@ class VariantMaker(object):
                                 "rules": report["rules"]}}
         if onnx_path:
             meta["int8_encoding"] = self.encoding
+            if self.target:
+                from trtkit.cpuinfo import this_cpu, weight_bits
+                meta["isa"] = {"target": self.target, "weight_bits": weight_bits(self.target),
+                               "made_on": this_cpu().describe()}
         calibration = Int8Calibration(result, self.calibration_images(), cache_path)
         return Variant(label, "int8", onnx_path, meta, calibration)
 
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""
         from trtkit.precision.qdq import write_qdq
-        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float))
+        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target)
 
     def fp32_model(self):
         """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""

@@ -20,11 +20,14 @@ class CalibrationConfig(object):
     ``--data``); ``images`` are drawn seeded (``seed``) from its *train* split;
     ``use_cache`` reuses matching statistics/ranges from trtkit's cache;
     ``trt_version`` (a tuple) is written in the TensorRT calibration cache header
-    (None: the installed TensorRT's, else 8.5.2).
+    (None: the installed TensorRT's, else 8.5.2); ``cpu_isa`` is the x86 CPU the
+    ``cpu`` INT8 encoding is made for (``auto``: this one; ``avx2``: 7-bit weights
+    for CPUs without VNNI; see ``trtkit.cpuinfo``).
     """
 
     def __init__(self, method=DEFAULT_METHOD, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
-                 percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None):
+                 percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
+                 cpu_isa="auto"):
         self.method = check_method(method)
         self.images = int(images)
         self.batch = int(batch)
@@ -33,6 +36,10 @@ class CalibrationConfig(object):
         self.data = data
         self.use_cache = bool(use_cache)
         self.trt_version = _version(trt_version)
+        from trtkit.cpuinfo import TARGETS
+        self.cpu_isa = str(cpu_isa).lower()
+        if self.cpu_isa not in TARGETS:
+            raise InputError("unknown --cpu-isa '{}'".format(cpu_isa), hint="use " + ", ".join(TARGETS))
         if self.images < 1:
             raise InputError("--calib-images must be at least 1, got {}".format(images))
         if self.batch < 1:
@@ -48,7 +55,8 @@ class CalibrationConfig(object):
         return {"method": self.method, "images": self.images, "batch": self.batch,
                 "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
-                "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None}
+                "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
+                "cpu_isa": self.cpu_isa}
 
     # ---------------------------------------------------------------- command line
     @staticmethod
@@ -77,12 +85,17 @@ class CalibrationConfig(object):
         cal.add_argument("--trt-version", default=None, metavar="X.Y.Z",
                          help="TensorRT version written in the calibration cache header (default: the installed "
                               "tensorrt, else 8.5.2)")
+        cal.add_argument("--cpu-isa", default="auto", choices=["auto", "vnni", "avx2"],
+                         help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: 8-bit "
+                              "weights), avx2 (no VNNI: 7-bit weights, as 8-bit products saturate there), or auto: "
+                              "this machine's (default); the manifest records it and runners warn on a CPU it "
+                              "does not fit")
 
     @classmethod
     def from_args(cls, args):
         return cls(method=args.calib_method, images=args.calib_images, batch=args.calib_batch_size,
                    percentile=args.calib_percentile, data=args.calib_data, use_cache=not args.no_calib_cache,
-                   trt_version=args.trt_version)
+                   trt_version=args.trt_version, cpu_isa=getattr(args, "cpu_isa", "auto"))
 
 
 def _version(value):

@@ -63,14 +63,16 @@ def cpu_range(entry):
     return rmin, rmax
 
 
-def quantize_weight(weight, axis):
-    """Symmetric per-channel INT8 of ``weight`` along ``axis``: (int8 array, float32 scales)."""
+def quantize_weight(weight, axis, bits=8):
+    """Symmetric per-channel INT8 of ``weight`` along ``axis``: (int8 array, float32 scales). ``bits`` 7 keeps
+    |q| <= 63 (CPUs without VNNI: ``trtkit.cpuinfo``)."""
+    limit = 127 if bits == 8 else 63
     moved = np.moveaxis(weight, axis, 0)
     amax = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1)
-    scales = np.where(amax > 0, amax / 127.0, 1.0).astype(np.float32)
+    scales = np.where(amax > 0, amax / float(limit), 1.0).astype(np.float32)
     shape = [1] * weight.ndim
     shape[axis] = -1
-    q = np.clip(np.round(weight / scales.reshape(shape)), -127, 127).astype(np.int8)
+    q = np.clip(np.round(weight / scales.reshape(shape)), -limit, limit).astype(np.int8)
     return q, scales
 
 
@@ -182,13 +184,51 @@ def quantizable_layers(model, encoding):
             if weight_of(g, node) is not None and not any(o in head for o in node.output)]
 
 
-def write_qdq(model, ranges, encoding, keep_float=()):
+INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_bits"} as JSON
+
+
+def write_qdq(model, ranges, encoding, keep_float=(), target=None):
     """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
-    layers (``quantizable_layers``) left in float: a mixed-precision graph.
+    layers (``quantizable_layers``) left in float: a mixed-precision graph. ``target`` (``cpu`` encoding:
+    ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight bits, 7 without VNNI; it is recorded in
+    the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
+    written = _write_qdq(model, ranges, encoding, keep_float, target)
+    _record_target(written, encoding, target)
+    return written
+
+
+def _record_target(model, encoding, target):
+    import json
+    from trtkit.cpuinfo import weight_bits
+    bits = weight_bits(target) if encoding == "cpu" and target else 8
+    kept = [p for p in model.metadata_props if p.key != INT8_TARGET_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    entry = model.metadata_props.add()
+    entry.key = INT8_TARGET_KEY
+    entry.value = json.dumps({"encoding": encoding, "target": target if encoding == "cpu" else "tensorrt",
+                              "weight_bits": bits}, sort_keys=True)
+
+
+def int8_target(model):
+    """The {"encoding", "target", "weight_bits"} a trtkit Q/DQ graph records, or None."""
+    import json
+    for prop in model.metadata_props:
+        if prop.key == INT8_TARGET_KEY:
+            try:
+                return json.loads(prop.value)
+            except ValueError:
+                return None
+    return None
+
+
+def _write_qdq(model, ranges, encoding, keep_float, target):
     check_encoding(encoding)
+    from trtkit.cpuinfo import weight_bits
+    bits = weight_bits(target) if encoding == "cpu" and target else 8
     model = _prepared(model)
     keep = set(keep_float)
     if encoding == "cpu":
@@ -196,7 +236,7 @@ def write_qdq(model, ranges, encoding, keep_float=()):
         g = _Graph(model)
         head = [g.producer[t] for t in head_tensors(g) if t in g.producer]
         kept = [n for n in g.graph.node if n.name in keep]
-        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept)
+        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept, weight_bits=bits)
         if written is not None:
             written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
             return written
@@ -208,7 +248,7 @@ def write_qdq(model, ranges, encoding, keep_float=()):
                  if user.name not in keep]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    new_inits += _quantize_weights(g, encoding, qparams, head)
+    new_inits += _quantize_weights(g, encoding, qparams, head, bits)
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -278,7 +318,7 @@ def _insert_qdq(g, edges, ranges, encoding):
     return new_inits, head, after, qparams
 
 
-def _quantize_weights(g, encoding, qparams, head):
+def _quantize_weights(g, encoding, qparams, head, bits=8):
     """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
     ``cpu``, INT32 biases at activation scale x weight scale)."""
     numpy_helper = require("onnx.numpy_helper")
@@ -291,7 +331,7 @@ def _quantize_weights(g, encoding, qparams, head):
             continue
         w_name, axis = found
         weight = g.array(w_name).astype(np.float32)
-        q, scales = quantize_weight(weight, axis)
+        q, scales = quantize_weight(weight, axis, bits)
         key = w_name
         if w_name not in quantized_weights:
             new_inits += [numpy_helper.from_array(q, key + "_quantized"),

@@ -46,10 +46,11 @@ def supported():
             and hasattr(calibrate, "save_tensors_data"))
 
 
-def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
+def ort_cpu_qdq(model, ranges, cpu_range, exclude=(), weight_bits=8):
     """The ``cpu`` Q/DQ ModelProto of ``model`` (opset >= 13, BatchNorm folded) from ``ranges``, or None
     when this ONNX Runtime cannot take precomputed ranges. ``cpu_range(entry)`` -> (rmin, rmax);
-    ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it)."""
+    ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it);
+    ``weight_bits`` 7 is the quantizer's ``reduce_range`` (for CPUs without VNNI, see ``trtkit.cpuinfo``)."""
     if not supported():
         return None
     for index, node in enumerate(model.graph.node):  # the quantizer excludes nodes by name
@@ -72,7 +73,7 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
         try:
             quant.quantize_static(
                 model, out, None, quant_format=quant.QuantFormat.QDQ,
-                op_types_to_quantize=[op for op in CPU_OPS if op in present], per_channel=True, reduce_range=False,
+                op_types_to_quantize=[op for op in CPU_OPS if op in present], per_channel=True, reduce_range=weight_bits == 7,
                 nodes_to_exclude=[n.name for n in exclude],
                 activation_type=quant.QuantType.QUInt8, weight_type=quant.QuantType.QInt8,
                 calibrate_method=calibrate.CalibrationMethod.MinMax, calibration_cache_path=cache,

@@ -1,0 +1,127 @@
+"""Which x86 instruction set an INT8 artifact is made for, and whether this CPU has it.
+
+CPU INT8 kernels (ONNX Runtime, OpenVINO) multiply uint8 activations by int8
+weights. With VNNI (AVX-512 VNNI, AVX-VNNI, AMX) the products are summed in
+32 bits. Without it (AVX2, AVX-512 without VNNI) they go through
+``vpmaddubsw``, which adds each pair of products into a *saturating 16-bit*
+integer: 255 x 127 x 2 = 64770 does not fit in 32767, so large activations
+meeting large weights are silently clipped and INT8 accuracy drops (OpenVINO
+calls it the saturation issue). 7-bit weights (|w| <= 64) keep every pair
+within 255 x 64 x 2 = 32640: that is ONNX Runtime's ``reduce_range``, and what
+trtkit writes for a target without VNNI (``weight_bits``).
+
+``isa_from_flags`` is a pure function of a /proc/cpuinfo flags line, so the
+three CPUs this project has met are tested by their recorded flags.
+``TRTKIT_CPU_FLAGS`` replaces this machine's flags (to check an artifact made
+for another CPU, or to make one for it).
+"""
+
+import os
+import platform
+
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+TARGETS = ("auto", "vnni", "avx2")
+
+
+class CpuIsa(object):
+    """What matters of a CPU for INT8: ``arch`` (x86_64, aarch64...), ``vnni``, ``avx512``, ``avx2``."""
+
+    def __init__(self, arch, vnni, avx512=False, avx2=False):
+        self.arch = arch
+        self.vnni = bool(vnni)
+        self.avx512 = bool(avx512)
+        self.avx2 = bool(avx2)
+
+    @property
+    def x86(self):
+        return self.arch in ("x86_64", "amd64", "i686", "i386")
+
+    @property
+    def target(self):
+        """``vnni`` or ``avx2`` on x86 (the INT8 target an artifact for this CPU is made for); else the arch."""
+        if not self.x86:
+            return self.arch
+        return "vnni" if self.vnni else "avx2"
+
+    def describe(self):
+        if not self.x86:
+            return self.arch
+        return "{} ({})".format(self.target, ", ".join(
+            name for name, present in (("avx2", self.avx2), ("avx512", self.avx512), ("vnni", self.vnni)) if present)
+            or "no avx2")
+
+    def to_dict(self):
+        return {"arch": self.arch, "vnni": self.vnni, "avx512": self.avx512, "avx2": self.avx2,
+                "target": self.target}
+
+
+def isa_from_flags(flags, arch="x86_64"):
+    """The CpuIsa of a CPU whose /proc/cpuinfo ``flags`` line (or list of flags) is ``flags``."""
+    present = set(flags.split() if isinstance(flags, str) else flags)
+    arch = str(arch).lower()
+    return CpuIsa(arch, vnni=any(f in present for f in VNNI_FLAGS), avx512="avx512f" in present,
+                  avx2="avx2" in present)
+
+
+def this_cpu():
+    """The CpuIsa of this machine (``TRTKIT_CPU_FLAGS`` overrides its flags)."""
+    arch = platform.machine().lower() or "unknown"
+    flags = os.environ.get("TRTKIT_CPU_FLAGS")
+    if flags is None:
+        flags = ""
+        try:
+            with open("/proc/cpuinfo") as handle:
+                for line in handle:
+                    if line.startswith("flags"):
+                        flags = line.split(":", 1)[1]
+                        break
+        except (IOError, OSError):
+            pass  # not Linux: no flags read, so no VNNI assumed (the safe side: 7-bit weights)
+    return isa_from_flags(flags, arch)
+
+
+def weight_bits(target):
+    """INT8 weight bits for a CPU target: 8 with VNNI, 7 without (no 16-bit saturation)."""
+    return 8 if target == "vnni" else 7
+
+
+def resolve_target(target):
+    """``auto`` -> this CPU's target (``vnni`` or ``avx2``; ARM and others read as ``vnni``: no saturating
+    16-bit pairs there); ``vnni``/``avx2`` as given."""
+    if target not in TARGETS:
+        from trtkit.errors import InputError
+        raise InputError("unknown CPU INT8 target '{}'".format(target), hint="use " + ", ".join(TARGETS))
+    if target != "auto":
+        return target
+    cpu = this_cpu()
+    return cpu.target if cpu.x86 else "vnni"
+
+
+def mismatch(made_for, cpu=None):
+    """A one-line warning when an artifact made for ``made_for`` (vnni/avx2) runs on ``cpu`` (default: this
+    machine) where it may be wrong or slow; None when they fit."""
+    cpu = cpu or this_cpu()
+    if not cpu.x86 or made_for not in ("vnni", "avx2"):
+        return None
+    if made_for == "vnni" and not cpu.vnni:
+        return ("this INT8 artifact was made for CPUs with VNNI (8-bit weights), and this CPU has none: "
+                "products may saturate and accuracy drop; rebuild it here or with --cpu-isa avx2")
+    return None
+
+
+def check_artifact(recorded, name):
+    """Warn (once per call, one line) when the INT8 artifact ``name``, whose graph records ``recorded`` (the
+    JSON text or dict of ``precision.qdq.INT8_TARGET_KEY``), runs on a CPU it was not made for. Returns the
+    record (None for graphs without one: FP32/FP16, or made elsewhere)."""
+    import json
+    if not recorded:
+        return None
+    try:
+        info = json.loads(recorded) if isinstance(recorded, str) else dict(recorded)
+    except (ValueError, TypeError):
+        return None
+    warning = mismatch(info.get("target"))
+    if warning:
+        from trtkit import log
+        log.warn("{}: {}".format(name, warning))
+    return info
