@@ -63,7 +63,8 @@ class InputContract(object):
                 self.pixel_scale))
         self.resize = str(resize).lower()
         if self.resize not in RESIZE_MODES:
-            raise InputError("unknown resize mode '{}'".format(resize), hint="use " + ", ".join(RESIZE_MODES))
+            raise InputError("unknown resize mode '{}'".format(resize),
+                         hint="use {} or {}".format(", ".join(RESIZE_MODES[:-1]), RESIZE_MODES[-1]))
         self.class_names = list(class_names) if class_names is not None else None
         self.layout = str(layout).lower()
         if self.layout not in LAYOUTS:

@@ -6,6 +6,7 @@ interrupted or failed step leaves either the old file or nothing.
 """
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -128,7 +129,12 @@ def output_dir(path):
             break
         probe = parent
     if top:
-        os.makedirs(path)
+        try:
+            os.makedirs(path)
+        except OSError as exc:  # another process made it meanwhile (two builds at once): not ours to remove
+            if exc.errno != errno.EEXIST or not os.path.isdir(path):
+                raise
+            top = None
     try:
         yield path
     except BaseException:
