@@ -86,16 +86,31 @@ class Classifier(object):
 
     @property
     def output_kind(self):
+        """The manifest's name of what the output holds (``trtkit.outputs``)."""
         return self.target.output_kind
 
     @property
+    def kind(self):
+        """The ``trtkit.outputs.OutputKind`` whose decision rule ``predict`` and ``decide`` follow."""
+        from trtkit.outputs import OutputKind
+        return OutputKind.parse(self.target.output_kind)
+
+    @property
     def num_classes(self):
-        """The number of classes from the artifact's output shape (the class names' count when it is dynamic)."""
+        """The number of classes (labels) from the artifact's output shape (2 for a one-column binary output; the
+        class names' count when the shape is dynamic)."""
         shape = self.runner.outputs()[0].shape
         last = shape[-1] if shape else None
         if isinstance(last, int) and last > 0:
-            return last
+            return self.kind.classes(last)
         return len(self.class_names) if self.class_names else None
+
+    @property
+    def output_columns(self):
+        """The columns of the model's output (1 for a binary model, whose classes are 2); None when dynamic."""
+        shape = self.runner.outputs()[0].shape
+        last = shape[-1] if shape else None
+        return last if isinstance(last, int) and last > 0 else None
 
     def _check_input(self):
         """The artifact's own input dims must be the contract's (a manifest from another build would not be)."""
@@ -117,12 +132,18 @@ class Classifier(object):
         return np.concatenate(outputs)
 
     def probabilities(self, inputs):
-        """Class probabilities (float32 (N, classes)): softmax of the logits, or the output itself when the model
-        already ends in a softmax (manifest ``model.output_kind`` = ``probabilities``)."""
-        return self._to_probabilities(self.logits(inputs))
+        """Probabilities (float32): of each class (N, classes) for single-label and binary models (a binary one as
+        [negative, positive]), of each label for multi-label ones; never a softmax over one already applied."""
+        return self.kind.probabilities(self.logits(inputs))
+
+    def decide(self, inputs):
+        """The model's own decisions: a class index per input (binary: 1 = positive), or a boolean per label
+        (multi-label), by the output kind's rule."""
+        return self.kind.decide(self.logits(inputs))
 
     def predict(self, inputs, top_k=5):
-        """Per input a list of ``(class_index, class_name, probability)``, best first (``top_k`` of them)."""
+        """Per input a list of ``(class_index, class_name, probability)``, best first: the ``top_k`` classes, or
+        for a multi-label model its positive labels (at most ``top_k``)."""
         return [top for _, top in self.iter_predict(inputs, top_k)]
 
     def iter_predict(self, inputs, top_k=5, workers=None):
@@ -133,22 +154,21 @@ class Classifier(object):
                 yield label, top
 
     def top(self, outputs, top_k=5):
-        """Per row of model outputs, the ``top_k`` ``(class_index, class_name, probability)`` tuples, best first."""
-        probabilities = self._to_probabilities(outputs)
-        k = min(self._check_top_k(top_k), probabilities.shape[1])
-        order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k]
+        """Per row of model outputs, ``(class_index, class_name, probability)`` tuples, best first: the ``top_k``
+        classes, or the positive labels of a multi-label model (at most ``top_k``)."""
+        kind = self.kind
+        probabilities = kind.probabilities(outputs)
+        k = min(self._check_top_k(top_k), probabilities.shape[1] if probabilities.ndim == 2 else 0)
+        order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k] if probabilities.size else []
+        positive = kind.decide(outputs) if kind.multilabel else None
         names = self.class_names
         results = []
-        for row, indices in zip(probabilities, order):
-            results.append([(int(i), names[i] if names and i < len(names) else None, float(row[i]))
+        for row, (probs, indices) in enumerate(zip(probabilities, order)):
+            if positive is not None:
+                indices = [i for i in indices if positive[row, i]]
+            results.append([(int(i), names[i] if names and i < len(names) else None, float(probs[i]))
                             for i in indices])
         return results
-
-    def _to_probabilities(self, outputs):
-        outputs = np.asarray(outputs, dtype=np.float32)
-        if self.output_kind == "probabilities":
-            return outputs
-        return softmax(outputs) if outputs.size else outputs
 
     def _check_top_k(self, top_k):
         from trtkit.errors import InputError

@@ -14,8 +14,9 @@ build verified it with, so the contract is never guessed where it was recorded:
 - a lone engine: the manifest beside it when that lists it, else its sidecar's
   input dims with default normalization (a warning says so).
 
-``output_kind`` (manifest ``model.output_kind``): ``logits`` (the default) or
-``probabilities`` (the model ends in a softmax: predict must not apply another).
+``output_kind`` (manifest ``model.output_kind``; a lone ONNX file: read from its
+graph): what the output holds, whose decision rule predict follows
+(``trtkit.outputs``): whatever ``build`` accepts, ``load`` accepts.
 """
 
 import os
@@ -28,7 +29,6 @@ from trtkit.pipeline.manifest import MANIFEST_NAME, artifact_path, load_manifest
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
 ENGINE_BACKENDS = ("tensorrt", "tensorrt-rtx")
-OUTPUT_KINDS = ("logits", "probabilities")
 PATH_HINT = "give a build folder (trtkit build --out DIR), its manifest.json, or one .onnx or .engine artifact"
 
 
@@ -43,9 +43,8 @@ class Target(object):
 
     def __init__(self, path, backend, contract, precision=None, output_kind="logits", name=None, artifact=None,
                  manifest=None):
-        if output_kind not in OUTPUT_KINDS:
-            raise InputError("unknown model output kind '{}'".format(output_kind),
-                             hint="the manifest's model.output_kind is one of " + ", ".join(OUTPUT_KINDS))
+        from trtkit.outputs import OutputKind
+        output_kind = OutputKind.parse(output_kind).name
         self.path = os.path.abspath(path)
         self.backend = backend
         self.contract = contract
@@ -239,17 +238,18 @@ def _lone_onnx(path, precision, backend):
         manifest = beside[0]
         return Target(path, "onnxruntime", manifest_contract(manifest), precision,
                       (manifest.get("model") or {}).get("output_kind", "logits"), manifest=manifest)
-    return Target(path, "onnxruntime", _onnx_contract(path), precision)
+    contract, kind = _onnx_interface(path)
+    return Target(path, "onnxruntime", contract, precision, kind)
 
 
-def _onnx_contract(path):
+def _onnx_interface(path):
+    """(InputContract, output kind name) of a lone ONNX file: the contract a trtkit export recorded, else its
+    fixed dims; the output kind its graph shows (logits when it cannot be told)."""
     from trtkit.onnx.load import OnnxSummary, contract_metadata, load_onnx
     model = load_onnx(path, check=False)
-    contract = contract_metadata(model)
-    if contract is not None:
-        return contract
     summary = OnnxSummary(model)
-    return _from_dims(path, summary.image_shape, "its graph")
+    contract = contract_metadata(model) or _from_dims(path, summary.image_shape, "its graph")
+    return contract, summary.output_kind or "logits"
 
 
 def _from_dims(path, dims, what):

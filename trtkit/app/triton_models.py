@@ -11,7 +11,9 @@ JPEG/PNG/... file per row), decoded and preprocessed on the server with the
 build's contract -> ``logits`` FP32 [-1, K], ``top_classes`` INT64 [-1, k],
 ``top_probabilities`` FP32 [-1, k] and ``top_names`` BYTES [-1, k] (UTF-8
 class names; the index when the build has none), best first, ``k`` =
-``--top-k``. It has no dynamic batcher: the images of one request are one
+``--top-k`` (a binary model's two classes: [negative, positive] by its one
+logit or sigmoid). A multi-label model answers with its decision rule instead
+of a ranking: ``probabilities`` FP32 [-1, L] and ``positive`` BOOL [-1, L]. It has no dynamic batcher: the images of one request are one
 batch, so an image that does not decode fails its own request only.
 
 Each artifact's runner lives in one thread of its own (``Worker``): both of its
@@ -74,12 +76,13 @@ def model_names(target):
 def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
     """The keyword arguments of ``Triton.bind`` for a Worker's models (see the module doc)."""
     from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-    contract = worker.classifier.contract
-    classes = worker.classifier.num_classes or -1
+    classifier = worker.classifier
+    contract = classifier.contract
+    classes = classifier.num_classes or -1
     max_batch, preferred = batching(worker, max_batch)
     k = min(int(top_k), classes) if classes > 0 else int(top_k)
     logits_name, images_name = model_names(worker.target)
-    logits_out = Tensor(name="logits", dtype=np.float32, shape=(classes,))
+    logits_out = Tensor(name="logits", dtype=np.float32, shape=(classifier.output_columns or -1,))
     models = [dict(model_name=logits_name, infer_func=_logits_function(worker),
                    inputs=[Tensor(name="input", dtype=np.float32, shape=tuple(contract.shape))], outputs=[logits_out],
                    config=ModelConfig(max_batch_size=max_batch, batcher=DynamicBatcher(
@@ -88,11 +91,21 @@ def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
         models.append(dict(
             model_name=images_name, infer_func=_images_function(worker, k),
             inputs=[Tensor(name="images", dtype=bytes, shape=(1,))],
-            outputs=[logits_out, Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
-                     Tensor(name="top_probabilities", dtype=np.float32, shape=(k,)),
-                     Tensor(name="top_names", dtype=bytes, shape=(k,))],
+            outputs=[logits_out] + _answer_tensors(Tensor, classifier, k),
             config=ModelConfig(max_batch_size=max_batch, batcher=None)))
     return models
+
+
+def _answer_tensors(Tensor, classifier, k):
+    """The ``_images`` model's answer: top-k of single-label and binary models, per-label decisions of
+    multi-label ones (their positives vary in number: no fixed k)."""
+    if classifier.kind.multilabel:
+        labels = classifier.output_columns or -1
+        return [Tensor(name="probabilities", dtype=np.float32, shape=(labels,)),
+                Tensor(name="positive", dtype=np.bool_, shape=(labels,))]
+    return [Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
+            Tensor(name="top_probabilities", dtype=np.float32, shape=(k,)),
+            Tensor(name="top_names", dtype=bytes, shape=(k,))]
 
 
 def _bad_request(exc):
@@ -127,6 +140,10 @@ def _images_function(worker, k):
                 logits = worker.logits(batch)
             except TrtkitError as exc:
                 raise _bad_request(exc)
+            if classifier.kind.multilabel:
+                responses.append({"logits": logits, "probabilities": classifier.kind.probabilities(logits),
+                                  "positive": classifier.kind.decide(logits)})
+                continue
             tops = classifier.top(logits, k)
             responses.append({
                 "logits": logits,

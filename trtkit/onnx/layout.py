@@ -12,10 +12,10 @@
   fixes ``pixel_scale`` 255, mean 0, std 1: the graph normalizes itself.
 * A ``[N, C, 1, 1]`` output (a 1x1 convolution as classifier: Caffe2's
   SqueezeNet and DenseNet) is flattened to ``[N, C]``.
-* ``output_kind``: ``probabilities`` when the output comes from a Softmax
-  (possibly through a Flatten/Reshape/Squeeze), ``log-probabilities`` from
-  LogSoftmax, else ``logits``. Verification compares arg-max and differences
-  of what the model outputs; it never applies a softmax.
+* ``output_kind``: what the output holds (``trtkit.outputs``): a Softmax,
+  LogSoftmax or Sigmoid at its end (possibly through a Flatten/Reshape/Squeeze)
+  and its column count tell class scores, probabilities, a binary score and
+  multi-label sigmoids apart; every step then uses that kind's decision rule.
 """
 
 from trtkit.deps import require
@@ -181,24 +181,37 @@ def flatten_output(model):
 
 
 def output_kind(model):
-    """``probabilities``, ``log-probabilities`` or ``logits``: what the first output holds."""
+    """The ``trtkit.outputs`` kind name the first output holds, or None when it cannot be told.
+
+    The activation that produces it (through Flatten/Reshape/Squeeze/Identity/Cast) and its column count
+    decide: Softmax -> probabilities, LogSoftmax -> log-probabilities, Sigmoid -> binary-probability on one
+    column, multilabel-probabilities on several; no activation -> binary-logit on one column, logits on
+    several (multilabel-logits look the same: only ``--output-kind`` can say so). A column count the graph
+    leaves dynamic cannot be told apart (one column or classes): None.
+    """
     producers = {}
     for node in model.graph.node:
         for out in node.output:
             producers[out] = node
-    name = model.graph.output[0].name if model.graph.output else None
+    output = model.graph.output[0] if model.graph.output else None
+    dims = dims_of(output) if output is not None else []
+    columns = dims[-1] if dims and isinstance(dims[-1], int) else None
+    activation, name = None, output.name if output is not None else None
     for _ in range(8):
         node = producers.get(name)
-        if node is None:
-            return "logits"
-        if node.op_type == "Softmax":
-            return "probabilities"
-        if node.op_type == "LogSoftmax":
-            return "log-probabilities"
-        if node.op_type not in _PASS_THROUGH:
-            return "logits"
+        if node is None or node.op_type not in _PASS_THROUGH:
+            activation = node.op_type if node is not None else None
+            break
         name = node.input[0]
-    return "logits"
+    if activation == "Softmax":
+        return "probabilities"
+    if activation == "LogSoftmax":
+        return "log-probabilities"
+    if columns is None:
+        return None
+    if activation == "Sigmoid":
+        return "binary-probability" if columns == 1 else "multilabel-probabilities"
+    return "binary-logit" if columns == 1 else "logits"
 
 
 def _show(dims):

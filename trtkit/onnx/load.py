@@ -17,9 +17,9 @@ change it made or could not make:
 4. constants are folded by ONNX Runtime's basic offline optimizer (why that
    one: ``onnx_normalize``), two-input ``Sum`` becomes ``Add``, shapes are
    inferred;
-5. ``OnnxSummary.output_kind`` says whether the output is logits or
-   probabilities (a Softmax): verification compares arg-max and never applies
-   a softmax again.
+5. ``OnnxSummary.output_kind`` says what the output holds (``trtkit.outputs``:
+   logits, a softmax, a binary score, multi-label sigmoids): every step uses
+   that kind's decision rule and never applies a softmax again.
 
 The opset is kept: the INT8 writers upgrade their copy when they need 13
 (``onnx_normalize.upgrade_opset``), so a graph the converter cannot upgrade
@@ -91,7 +91,7 @@ def load_onnx(path, check=True):
 class OnnxSummary(object):
     """Input/output names and shapes of a classifier ONNX, and what trtkit infers from them.
 
-    ``output_kind``: ``logits``, ``probabilities`` (a Softmax output) or ``log-probabilities``;
+    ``output_kind``: the ``trtkit.outputs`` kind the graph shows (None when it cannot be told);
     ``contract``: the InputContract a trtkit export recorded, else None.
     """
 
@@ -210,11 +210,9 @@ def prepare_onnx(src, dst, notes=None, layout=None):
     check_classifier_output(model)
     summary = OnnxSummary(model)
     summary.source_layout, summary.source_dtype = source_layout, source_dtype
-    if summary.output_kind != "logits":
-        notes.append("the output '{}' holds {} (a {}): verification compares arg-max and differences of them "
-                     "as they are, without applying a softmax".format(
-                         summary.output_names[0], summary.output_kind,
-                         "Softmax" if summary.output_kind == "probabilities" else "LogSoftmax"))
+    if summary.output_kind not in ("logits", None):
+        notes.append("the output '{}' holds {}: verification uses its decision rule (trtkit.outputs) and compares "
+                     "the values as they are".format(summary.output_names[0], summary.output_kind))
     if summary.opset < MIN_OPSET:
         notes.append("kept opset {} (INT8 converts its copy to {})".format(summary.opset, MIN_OPSET))
     with atomic_path(dst) as tmp:

@@ -9,13 +9,11 @@ import os
 
 from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.errors import InputError
-from trtkit.precision import PRECISIONS
+from trtkit.precision.types import DEFAULT_MIN_AGREEMENT, REQUESTABLE as PRECISIONS, Precision
 from trtkit.precision.config import CalibrationConfig
 from trtkit.search.config import SearchConfig
 from trtkit.pipeline.source import ModelOptions
 
-# Top-1 agreement with the FP32 reference below which a variant is marked failing.
-DEFAULT_MIN_AGREEMENT = {"fp32": 0.999, "fp16": 0.99, "int8": 0.98}
 DEFAULT_OUT = os.path.join("build", "engines")
 DEFAULT_VERIFY_IMAGES = 1000
 
@@ -136,8 +134,9 @@ def parse_precisions(value):
                              hint="--precision auto --max-drop 0.5, or a list like fp32,fp16,int8")
         return items
     for p in items:
-        if p not in PRECISIONS:
-            raise InputError("unknown precision '{}'".format(p), hint="use a comma list of " + ",".join(PRECISIONS))
+        if not Precision.parse(p).requestable:
+            raise InputError("precision '{}' comes from --precision auto only".format(p),
+                             hint="use a comma list of " + ",".join(PRECISIONS))
     if not items:
         raise InputError("no precision given", hint="e.g. --precision fp32,fp16")
     return list(dict.fromkeys(items))

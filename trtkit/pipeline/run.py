@@ -150,7 +150,7 @@ def _verify_all(state, records):
                               status_detail="not run: {}".format(exc))
                 log.warn("{} built but not run: {}".format(record["name"], exc))
                 continue
-            runners[record["name"]] = (runner, Comparison())
+            runners[record["name"]] = (runner, Comparison(state.source.info.get("output_kind")))
         if not runners:
             return summary
         reference = _reference_runner(state, stack)
@@ -176,27 +176,32 @@ def _verify_all(state, records):
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
             record["throughput_ips"] = _throughput(state, runner, record["throughput_batch"])
-            _judge(record, options.min_agreement.get(record["precision"], 0.98))
+            _judge(record, options.min_agreement[record["precision"]])
     return summary
 
 
 def _judge(record, threshold):
+    """The verification gate: agreement of the model's decisions with FP32 at least ``threshold``; a
+    verification of nothing (no image) fails it."""
     agreement = record["verify"]["top1_agreement"]
     record["min_agreement"] = threshold
-    if agreement < threshold:
+    if agreement is None:
         record["status"] = "failing"
-        record["status_detail"] = "top-1 agreement {:.2%} is below {:.0%}".format(agreement, threshold)
-        log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
+        record["status_detail"] = "verified on no image: nothing was compared"
+    elif agreement < threshold:
+        record["status"] = "failing"
+        record["status_detail"] = "{} agreement {:.2%} is below {:.0%}".format(
+            "top-1" if record["verify"].get("decision") in (None, "logits", "probabilities", "log-probabilities")
+            else "decision", agreement, threshold)
     else:
         record["status"] = "ok"
+    if record["status"] == "failing":
+        log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
 
 
 def _advice(precision):
-    if precision in ("int8", "mixed"):
-        return " - try another --calib-method (percentile, minmax) or more --calib-images"
-    if precision == "fp16":
-        return " - the model may overflow FP16; keep the FP32 variant for it"
-    return ""
+    from trtkit.precision.types import Precision
+    return Precision.parse(precision).advice
 
 
 def _throughput(state, runner, batch):
@@ -265,7 +270,7 @@ def _build_into(options, folder):
                                options.data, backend.int8_encoding, folder.staging)
     if options.auto:
         from trtkit.search.candidates import make_candidates
-        candidates, search = make_candidates(state.maker, options.search)
+        candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"))
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

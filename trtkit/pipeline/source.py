@@ -28,10 +28,11 @@ class ModelOptions(object):
     (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
     count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
     InputContract fields to override ({"mean": ..., "resize": ...}, see ``InputContract.overrides_from_args``);
-    ``exporter``: torch ONNX exporter (auto, dynamo, torchscript)."""
+    ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``output_kind``: what the output holds
+    (``trtkit.outputs``; None: detected from the model)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None):
+                 input=None, output_kind=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         self.module = None
@@ -62,6 +63,8 @@ class ModelOptions(object):
         if input_size is not None:
             self.input["size"] = parse_size(input_size)
         self.exporter = exporter
+        from trtkit.outputs import OutputKind
+        self.output_kind = OutputKind.parse(output_kind).name if output_kind is not None else None
 
     @property
     def input_size(self):
@@ -87,11 +90,18 @@ class ModelOptions(object):
         InputContract.add_arguments(src)
         src.add_argument("--exporter", default="auto", choices=list(EXPORTERS),
                          help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
+        from trtkit.outputs import NAMES, help_text
+        src.add_argument("--output-kind", default=None, choices=list(NAMES), metavar="KIND",
+                         help="what the model's output holds, and so its decision rule (default: read from the "
+                              "model: its last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: "
+                              "logits, or binary-logit for one column; needed for multilabel-logits, and where "
+                              "the output's column count is not fixed): " + help_text())
 
     @classmethod
     def from_args(cls, args):
         return cls(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, num_classes=args.num_classes,
-                   exporter=args.exporter, input=InputContract.overrides_from_args(args))
+                   exporter=args.exporter, input=InputContract.overrides_from_args(args),
+                   output_kind=getattr(args, "output_kind", None))
 
 
 # what a PyTorch model takes: NCHW float32 (a --layout nhwc flag contradicts it)
@@ -142,14 +152,27 @@ def _onnx_source(options, work_dir):
     if fixed["size"] is None and "size" not in overrides and summary.contract is None:
         raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size N or HxW")
     contract = resolve(summary.contract, overrides, fixed, what=os.path.basename(options.onnx))
-    if options.num_classes and summary.num_classes and options.num_classes != summary.num_classes:
-        raise InputError("{} outputs {} classes, not {}".format(options.onnx, summary.num_classes,
-                                                                options.num_classes))
+    kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
+                        "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape))
+    num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
+    if options.num_classes and num_classes and options.num_classes != num_classes:
+        raise InputError("{} outputs {} classes, not {}".format(options.onnx, num_classes, options.num_classes))
     info = {"name": name, "source": "onnx", "onnx": os.path.abspath(options.onnx),
-            "sha256": sha256_file(options.onnx), "num_classes": summary.num_classes, "input": contract.to_dict(),
+            "sha256": sha256_file(options.onnx), "num_classes": num_classes, "input": contract.to_dict(),
             "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
-            "output_kind": summary.output_kind, "notes": notes}
-    return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=summary.num_classes, notes=notes)
+            "output_kind": kind.name, "notes": notes}
+    return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
+
+
+def _output_kind(name, columns, where):
+    """The OutputKind of an output of ``columns`` columns (``name``: detected or asked; None: cannot be told)."""
+    from trtkit.outputs import OutputKind
+    if name is None:
+        raise InputError("{}: trtkit cannot tell what it holds (its column count is not fixed: class scores or "
+                         "a binary score?)".format(where), hint="pass --output-kind, e.g. logits or binary-logit")
+    kind = OutputKind.parse(name)
+    kind.check_columns(columns, where)
+    return kind
 
 
 def _onnx_stem(path):
@@ -174,7 +197,8 @@ def _torch_source(options):
                                               what=model.trtkit_name)
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
-            "input": contract.to_dict(), "output_kind": "logits"}
+            "input": contract.to_dict(),
+            "output_kind": _output_kind(options.output_kind or "logits", model.num_classes, model.trtkit_name).name}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=model.num_classes)
 
@@ -204,7 +228,9 @@ def _module_source(options):
         raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs".format(
             tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
             hint="end the module with torch.flatten(x, 1) before the last layer, or return logits only")
-    num_classes = int(out.shape[1])
+    kind = _output_kind(options.output_kind or ("binary-logit" if out.shape[1] == 1 else "logits"),
+                        int(out.shape[1]), "the module's output")
+    num_classes = kind.classes(int(out.shape[1]))
     if options.num_classes is not None and options.num_classes != num_classes:
         raise InputError("the module outputs {} classes, not {}".format(num_classes, options.num_classes))
     name = re.sub(r"[^a-z0-9_-]+", "_", type(module).__name__.lower()).strip("_") or "model"
@@ -215,5 +241,5 @@ def _module_source(options):
     info = {"name": name, "source": "module", "class": "{}.{}".format(type(module).__module__, type(module).__name__),
             "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
             "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict(),
-            "output_kind": "logits"}
+            "output_kind": kind.name}
     return ModelSource(name, contract, info, torch_model=module, num_classes=num_classes)

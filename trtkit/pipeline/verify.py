@@ -5,10 +5,13 @@ reference, accuracy against labels (when the data has labels the model's
 classes can be matched to), the reference's own accuracy, and the largest
 absolute difference of the outputs.
 
-Outputs are compared as the model gives them: logits, or probabilities when
-the model ends in a Softmax (``OnnxSummary.output_kind``, noted in the
-manifest's model notes). Nothing here applies a softmax: arg-max agreement is
-the same either way, and the differences are then in probability units.
+Decisions are the model's own (``trtkit.outputs.OutputKind``): the arg-max of
+class scores, the sign of a single logit, a threshold per label. So a binary
+model's one-column output is never judged by an arg-max (always 0: a trivially
+perfect agreement), and a multi-label one agrees when every label does
+(``label_agreement`` counts labels one by one). Values are compared as the
+model gives them (logits or probabilities); nothing here applies a softmax.
+A comparison of nothing (no images) has no agreement, and fails its gate.
 """
 
 import numpy as np
@@ -36,11 +39,11 @@ def run_batches(runner, images, batch_size=32):
     return np.concatenate(outputs)
 
 
-def compare(logits, reference, labels=None):
-    """The verification record of ``logits`` against ``reference`` logits (one ``Comparison`` of one batch):
-    images, top-1 agreement, accuracy and the reference's (None without labels that fit the classes),
-    max and mean |difference|."""
-    comparison = Comparison()
+def compare(logits, reference, labels=None, kind=None):
+    """The verification record of ``logits`` against ``reference`` outputs (one ``Comparison`` of one batch):
+    images, agreement of the decisions (``top1_agreement``), accuracy and the reference's (None without
+    labels that fit the classes), max and mean |difference|."""
+    comparison = Comparison(kind)
     comparison.update(logits, reference, labels)
     return comparison.result()
 
@@ -53,9 +56,13 @@ class Comparison(object):
     the concatenated batches.
     """
 
-    def __init__(self):
+    def __init__(self, kind=None):
+        from trtkit.outputs import LOGITS, OutputKind
+        self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
         self.images = 0
         self.agree = 0
+        self.label_agree = 0
+        self.labels_seen = 0
         self.correct = 0
         self.reference_correct = 0
         self.labelled = True
@@ -71,14 +78,25 @@ class Comparison(object):
                 "the variant's output shape {} differs from the FP32 reference's {}".format(
                     logits.shape, reference.shape),
                 hint="the artifact was not built from this model (another number of classes or output): rebuild it")
+        if logits.ndim != 2:
+            raise VerificationFailed("the output has shape {}; classifiers output (N, columns)".format(logits.shape))
+        self.kind.check_columns(logits.shape[1], "the output")
         diff = np.abs(logits - reference)
         self.images += int(logits.shape[0])
-        self.agree += int(np.sum(logits.argmax(1) == reference.argmax(1)))
-        if labels is None or logits.ndim != 2 or (len(labels) and labels.max() >= logits.shape[1]):
+        got, expected = self.kind.decide(logits), self.kind.decide(reference)
+        if self.kind.multilabel:
+            self.agree += int(np.sum(np.all(got == expected, axis=1)))
+            self.label_agree += int(np.sum(got == expected))
+            self.labels_seen += int(got.size)
+            self.labelled = False  # folder labels are one class per image: no multi-label accuracy
+        else:
+            self.agree += int(np.sum(got == expected))
+        classes = self.kind.classes(logits.shape[1])
+        if labels is None or (len(labels) and labels.max() >= classes):
             self.labelled = False
         elif self.labelled:
-            self.correct += int(np.sum(logits.argmax(1) == labels))
-            self.reference_correct += int(np.sum(reference.argmax(1) == labels))
+            self.correct += int(np.sum(got == labels))
+            self.reference_correct += int(np.sum(expected == labels))
         if diff.size:
             self.max_diff = max(self.max_diff, float(diff.max()))
             self.sum_diff += float(diff.sum(dtype=np.float64))
@@ -86,11 +104,15 @@ class Comparison(object):
 
     def result(self):
         labelled = self.labelled and self.images > 0
-        return {
+        record = {
             "images": self.images,
-            "top1_agreement": self.agree / float(self.images) if self.images else 0.0,
+            "decision": self.kind.name,
+            "top1_agreement": self.agree / float(self.images) if self.images else None,
             "accuracy": self.correct / float(self.images) if labelled else None,
             "reference_accuracy": self.reference_correct / float(self.images) if labelled else None,
             "max_abs_diff": self.max_diff,
             "mean_abs_diff": self.sum_diff / self.elements if self.elements else 0.0,
         }
+        if self.kind.multilabel:
+            record["label_agreement"] = self.label_agree / float(self.labels_seen) if self.labels_seen else None
+        return record

@@ -5,4 +5,4 @@ artifact builds on every TensorRT from 8.2 to 11 and TensorRT-RTX, and runs in
 ONNX Runtime too.
 """
 
-PRECISIONS = ("fp32", "fp16", "int8")
+from trtkit.precision.types import REQUESTABLE as PRECISIONS  # noqa: F401  (the names a build can ask for)

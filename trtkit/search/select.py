@@ -18,6 +18,7 @@ accuracy. Then the budget rests on agreement with FP32 instead, with a warning
 
 from trtkit import log
 from trtkit.errors import InputError
+from trtkit.precision.types import is_quantized
 
 
 def drop_of(record, metric):
@@ -76,15 +77,15 @@ def choose(records, max_drop, metric):
                          hint="build with a backend that runs on this machine, or pick --precision explicitly")
     chosen = max(timed, key=lambda r: r["throughput_ips"])
     notes = []
-    floats = [r for r in rows if r["precision"] in ("fp32", "fp16") and r["throughput_ips"]]
+    floats = [r for r in rows if not is_quantized(r["precision"]) and r["throughput_ips"]]
     fastest_float = max(floats, key=lambda r: r["throughput_ips"]) if floats else None
     for row in rows:
-        if row["precision"] in ("int8", "mixed") and row["within_budget"] and fastest_float and row["throughput_ips"] \
+        if is_quantized(row["precision"]) and row["within_budget"] and fastest_float and row["throughput_ips"] \
                 and row["throughput_ips"] < fastest_float["throughput_ips"]:
             notes.append("{} keeps accuracy but runs at {:.1f} img/s, slower than {} ({:.1f} img/s) on this "
                          "backend".format(row["name"], row["throughput_ips"], fastest_float["name"],
                                           fastest_float["throughput_ips"]))
-        elif row["precision"] in ("int8", "mixed") and not row["within_budget"] and row["drop"] is not None:
+        elif is_quantized(row["precision"]) and not row["within_budget"] and row["drop"] is not None:
             notes.append("{} loses {:.2f} points, over the budget of {:g}".format(row["name"], row["drop"], max_drop))
         elif row["within_budget"] and not row["passes_gate"]:
             notes.append("{} is within the budget but fails its verification gate (agreement {}), so it is not "

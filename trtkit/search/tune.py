@@ -18,13 +18,16 @@ TUNE_SEED = 1  # the calibration images use seed 0
 
 class TuneSet(object):
     """Tune images (float32 NCHW, in memory: ``--tune-images`` bounds them), their labels (or None), the
-    FP32 graph's logits on them, and the identity of the selection (for caches)."""
+    FP32 graph's outputs on them, the identity of the selection (for caches), and the model's output
+    kind (``trtkit.outputs``), whose decision rule scores every graph."""
 
-    def __init__(self, images, labels, reference, identity):
+    def __init__(self, images, labels, reference, identity, kind=None):
+        from trtkit.outputs import LOGITS, OutputKind
         self.images = images
         self.labels = labels
         self.reference = reference
         self.identity = identity
+        self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
 
     @property
     def metric(self):
@@ -32,15 +35,18 @@ class TuneSet(object):
         return "accuracy" if self.labels is not None else "agreement"
 
 
-def load_tune_set(source, contract, count, fp32_onnx, batch_size=32):
+def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None):
     from trtkit.data import select
+    from trtkit.outputs import LOGITS, OutputKind
+    kind = OutputKind.parse(kind) if kind is not None else LOGITS
     selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
     imageset = selection.load(progress=False)
     reference = logits_of(fp32_onnx, imageset.images, batch_size)
     labels = imageset.labels
-    if labels is not None and (len(labels) == 0 or labels.max() >= reference.shape[1]):
+    if labels is not None and (kind.multilabel or len(labels) == 0 or
+                               labels.max() >= kind.classes(reference.shape[1])):
         labels = None
-    return TuneSet(imageset.images, labels, reference, selection.identity)
+    return TuneSet(imageset.images, labels, reference, selection.identity, kind)
 
 
 def logits_of(model, images, batch_size=32):
@@ -64,10 +70,12 @@ def logits_of(model, images, batch_size=32):
 
 
 def score(logits, tune):
-    """{"agreement", "accuracy" (None without labels)} of ``logits`` on the tune set, as fractions."""
-    agreement = float(np.mean(logits.argmax(1) == tune.reference.argmax(1)))
-    accuracy = float(np.mean(logits.argmax(1) == tune.labels)) if tune.labels is not None else None
-    return {"agreement": agreement, "accuracy": accuracy}
+    """{"agreement", "accuracy" (None without labels)} of ``logits`` on the tune set, as fractions, by the
+    model's decision rule (a multi-label image agrees when all its labels do)."""
+    got, expected = tune.kind.decide(logits), tune.kind.decide(tune.reference)
+    same = np.all(got == expected, axis=1) if tune.kind.multilabel else got == expected
+    accuracy = float(np.mean(got == tune.labels)) if tune.labels is not None else None
+    return {"agreement": float(np.mean(same)), "accuracy": accuracy}
 
 
 def evaluate(graph, tune, reference):

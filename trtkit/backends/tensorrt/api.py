@@ -14,6 +14,7 @@ import importlib
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.versions import parse_version
+from trtkit.precision.types import is_quantized
 
 STYLES = ("8.2", "8.5", "10", "11", "rtx")
 ALL = STYLES
@@ -151,7 +152,7 @@ def set_precision_flags(trt, config, precision):
     if precision in ("fp16", "int8", "mixed") and has(flags, "FP16"):
         config.set_flag(flags.FP16)
         names.append("FP16")
-    if precision in ("int8", "mixed") and has(flags, "INT8"):
+    if is_quantized(precision) and has(flags, "INT8"):
         config.set_flag(flags.INT8)
         names.append("INT8")
     return names

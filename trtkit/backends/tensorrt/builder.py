@@ -19,6 +19,7 @@ from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
 from trtkit.errors import InputError
 from trtkit.fileio import cache_dir, sha256_file, write_bytes
+from trtkit.precision.types import is_quantized
 
 def timing_cache_path(options, flavour, version, gpu):
     if options.timing_cache:
@@ -51,7 +52,7 @@ def _source_and_mode(trt, flavour, onnx_path, precision, inputs, options, fast):
     ``mixed`` (INT8 Q/DQ on some layers, float elsewhere: the precision search's variant) builds like
     Q/DQ INT8.
     """
-    if precision in ("int8", "mixed") and fast.get("int8") is False:
+    if is_quantized(precision) and fast.get("int8") is False:
         note = "this GPU has no fast INT8 (e.g. Jetson Nano): building FP16 instead of INT8"
         log.warn(note)
         return _fp16_onnx(inputs), "fp16", None, note

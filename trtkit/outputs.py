@@ -1,0 +1,130 @@
+"""What a classifier's output holds, and the decision rule that turns it into an answer.
+
+Real classifiers end in different ways: class logits, a softmax, a log-softmax,
+a single logit or sigmoid probability (binary: positive when the logit > 0 /
+the probability > 0.5), or independent sigmoids (multi-label). Every step that
+judges or uses an output (verification, the precision search, ``predict``,
+``serve``, the Triton export) asks the model's ``OutputKind`` instead of
+assuming an arg-max: an arg-max over a one-column output is always 0, so an
+"agreement" computed that way is trivially perfect and proves nothing.
+
+``OutputKind.parse(name)`` is the one way from the manifest's
+``model.output_kind`` string to a kind; ``trtkit.onnx.layout.output_kind``
+detects it from a graph, ``--output-kind`` overrides the detection.
+"""
+
+import difflib
+
+import numpy as np
+
+from trtkit.errors import InputError
+
+
+class OutputKind(object):
+    """One kind of classifier output.
+
+    ``name``: the manifest string; ``multilabel``: independent labels (decisions are a boolean per label);
+    ``binary``: one column, two classes (negative 0, positive 1); ``scale``: what the numbers are
+    (``logits``, ``probabilities``, ``log-probabilities``).
+    """
+
+    def __init__(self, name, scale, binary=False, multilabel=False, summary=""):
+        self.name = name
+        self.scale = scale
+        self.binary = binary
+        self.multilabel = multilabel
+        self.summary = summary
+
+    @property
+    def single_label(self):
+        """One class per image, chosen by arg-max (the classes are the output's columns)."""
+        return not self.binary and not self.multilabel
+
+    def check_columns(self, columns, where="the output"):
+        """InputError unless an output of ``columns`` columns can hold this kind."""
+        if columns is None:
+            return
+        if self.binary and columns != 1:
+            raise InputError("{} has {} columns; {} is one column".format(where, columns, self.name),
+                             hint="--output-kind logits, probabilities or multilabel-*")
+        if self.single_label and columns < 2:
+            raise InputError("{} has one column: an arg-max over it is always 0, so it cannot hold {}".format(
+                where, self.name), hint="a one-column output is binary: --output-kind binary-logit or "
+                                        "binary-probability")
+
+    def decide(self, outputs):
+        """The model's answer per row of ``outputs`` (N, columns): class indices (N,) int64 for single-label and
+        binary kinds (binary: 1 = positive), a boolean (N, labels) array for multi-label ones."""
+        outputs = np.asarray(outputs, dtype=np.float32)
+        if self.single_label:
+            return outputs.argmax(1)
+        positive = outputs > (0.5 if self.scale == "probabilities" else 0.0)
+        return positive[:, 0].astype(np.int64) if self.binary else positive
+
+    def probabilities(self, outputs):
+        """Per row, the probability of each class (single-label, binary as [negative, positive]) or of each
+        label (multi-label), float32; never a softmax over what already is one."""
+        outputs = np.asarray(outputs, dtype=np.float64)
+        if outputs.size == 0:
+            return outputs.astype(np.float32)
+        if self.scale == "logits":
+            if self.single_label:
+                shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+                probs = shifted / shifted.sum(axis=1, keepdims=True)
+            else:
+                probs = 1.0 / (1.0 + np.exp(-outputs))
+        elif self.scale == "log-probabilities":
+            probs = np.exp(outputs)
+        else:
+            probs = outputs
+        if self.binary:
+            probs = np.concatenate([1.0 - probs[:, :1], probs[:, :1]], axis=1)
+        return probs.astype(np.float32)
+
+    def classes(self, columns):
+        """How many classes (or labels) an output of ``columns`` columns has: 2 for a binary one."""
+        return 2 if self.binary else columns
+
+    def __eq__(self, other):
+        return isinstance(other, OutputKind) and other.name == self.name
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return "OutputKind({})".format(self.name)
+
+    @staticmethod
+    def parse(name):
+        """The OutputKind called ``name`` (an OutputKind passes through); InputError with the nearest names."""
+        if isinstance(name, OutputKind):
+            return name
+        kind = KINDS.get(str(name).strip().lower())
+        if kind is None:
+            close = difflib.get_close_matches(str(name), sorted(KINDS), n=2, cutoff=0.5)
+            raise InputError("unknown output kind '{}'".format(name), hint="did you mean {}?".format(
+                " or ".join(close)) if close else "use one of " + ", ".join(KINDS))
+        return kind
+
+
+LOGITS = OutputKind("logits", "logits", summary="class scores; the class is their arg-max")
+PROBABILITIES = OutputKind("probabilities", "probabilities", summary="a softmax: class probabilities")
+LOG_PROBABILITIES = OutputKind("log-probabilities", "log-probabilities", summary="a log-softmax")
+BINARY_LOGIT = OutputKind("binary-logit", "logits", binary=True, summary="one logit: positive when > 0")
+BINARY_PROBABILITY = OutputKind("binary-probability", "probabilities", binary=True,
+                                summary="one sigmoid: positive when > 0.5")
+MULTILABEL_LOGITS = OutputKind("multilabel-logits", "logits", multilabel=True,
+                               summary="independent labels: each positive when its logit > 0")
+MULTILABEL_PROBABILITIES = OutputKind("multilabel-probabilities", "probabilities", multilabel=True,
+                                      summary="independent sigmoids: each label positive when > 0.5")
+KINDS = dict((k.name, k) for k in (LOGITS, PROBABILITIES, LOG_PROBABILITIES, BINARY_LOGIT, BINARY_PROBABILITY,
+                                   MULTILABEL_LOGITS, MULTILABEL_PROBABILITIES))
+NAMES = tuple(KINDS)
+
+
+def help_text():
+    """The ``--output-kind`` help: every kind and its rule."""
+    return "; ".join("{}: {}".format(k.name, k.summary) for k in KINDS.values())
