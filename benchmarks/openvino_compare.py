@@ -64,10 +64,10 @@ def parse_args(argv):
 
 def build_source(build_dir):
     """(FP32 ONNX path, InputContract, chosen artifact record or None, manifest) of a trtkit build."""
-    from trtkit.pipeline.manifest import artifact_path, load_manifest
-    from trtkit.models.classifiers import InputContract
-    manifest = load_manifest(build_dir)
-    folder = manifest.get("_dir") or build_dir
+    from trtkit.contract import InputContract
+    from trtkit.pipeline.manifest import artifact_path, open_build
+    build = open_build(build_dir)
+    manifest, folder = build.manifest, build.folder
     model = manifest.get("model", {})
     contract = InputContract.from_dict(model.get("input") or {"size": 224})
     fp32 = [a for a in manifest.get("artifacts", []) if a.get("precision") == "fp32" and a.get("onnx")]
@@ -80,7 +80,7 @@ def build_source(build_dir):
         chosen = [a for a in manifest["artifacts"] if a.get("name") == chosen_name]
         if not chosen:
             raise SystemExit("{}: selection.chosen '{}' is not an artifact of the build".format(build_dir, chosen_name))
-        chosen = dict(chosen[0], full_path=artifact_path(manifest, chosen[0]))
+        chosen = dict(chosen[0], full_path=artifact_path(folder, chosen[0]))
     else:
         print("note: {} has no selection.chosen (no --precision auto build): no trtkit-auto row".format(build_dir))
     return os.path.join(folder, names[0]), contract, chosen, manifest

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from trtkit.bench.device import describe, device_record  # noqa: E402
 from trtkit.bench.matrix import run_matrix  # noqa: E402
 from trtkit.bench.plan import BenchOptions, load_bench_images, plan_from_manifest, usable_cores  # noqa: E402
-from trtkit.pipeline.manifest import load_manifest  # noqa: E402
+from trtkit.pipeline.manifest import open_build  # noqa: E402
 
 TARGET = 0.10
 
@@ -41,7 +41,8 @@ def main():
                         help="CPU threads, or 'all' (default: the usable cores - 1, at least 1)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved windows per figure (default: 3)")
     args = parser.parse_args()
-    manifest = load_manifest(args.manifest)
+    build = open_build(args.manifest)
+    manifest = build.manifest
     cores = usable_cores()
     if args.threads == "all":
         threads = cores
@@ -59,7 +60,7 @@ def main():
                                                     " (none left to the OS: expect more spread)"))
     runs = []
     for _ in range(args.runs):
-        variants = plan_from_manifest(manifest, options, backends=args.backends.split(","),
+        variants = plan_from_manifest(build, options, backends=args.backends.split(","),
                                       torch_modes=args.torch_modes.split(","))
         result = run_matrix(variants, images, options, device=device, progress_label="run {}".format(len(runs) + 1))
         runs.append(dict(((r["variant"], r["batch"]), r) for r in result["results"] if r["status"] == "ok"))

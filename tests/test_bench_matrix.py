@@ -33,12 +33,12 @@ def fake_variant(label, runner_factory):
 
 @pytest.fixture(scope="module")
 def sample_result(sample_build, tmp_path_factory):
-    from trtkit.pipeline.manifest import load_manifest
+    from trtkit.pipeline.manifest import open_build
     out, _ = sample_build
-    manifest = load_manifest(out)
+    build = open_build(out)
     options = BenchOptions(batch_sizes=(1, 2), **FAST)
-    variants = plan_from_manifest(manifest, options, torch_modes=["fp32", "channels_last", "half"])
-    images, source = load_bench_images(manifest, count=8)
+    variants = plan_from_manifest(build, options, torch_modes=["fp32", "channels_last", "half"])
+    images, source = load_bench_images(build.manifest, count=8)
     assert source == "sample" and images.shape == (8, 3, 64, 64)
     result = run_matrix(variants, images, options)
     paths = write_reports(result, str(tmp_path_factory.mktemp("bench")), title="sample")
@@ -140,9 +140,10 @@ def test_cli_writes_reports_and_says_where(sample_build, tmp_path):
 
 def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
     """Artifacts go through get_backend(...).runner(path): no GPU / unknown backend -> skipped with a reason."""
-    from trtkit.pipeline.manifest import load_manifest
+    from trtkit.pipeline.manifest import open_build
     out, _ = sample_build
-    manifest = load_manifest(out)
+    build = open_build(out)
+    manifest = build.manifest
     engine = tmp_path / "resnet18.fp16.engine"
     engine.write_bytes(b"not an engine")
     manifest["artifacts"] = [
@@ -150,7 +151,7 @@ def test_registry_artifacts_that_cannot_run_are_skipped(sample_build, tmp_path):
         {"name": "resnet18.fp16", "precision": "fp16", "backend": "torch2trt", "path": str(engine)},
     ]
     options = BenchOptions(batch_sizes=(1,), **FAST)
-    variants = plan_from_manifest(manifest, options, torch_modes=None)
+    variants = plan_from_manifest(build, options, torch_modes=None)
     images = np.zeros((2, 3, 64, 64), dtype=np.float32)
     result = run_matrix(variants, images, options, device=DEVICE)
     rows = result["results"]

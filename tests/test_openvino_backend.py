@@ -70,9 +70,9 @@ def test_bench_times_openvino_artifacts(openvino_build, tmp_path):
 
 @pytest.fixture(scope="module")
 def fp32_onnx(sample_build):
-    from trtkit.pipeline.manifest import artifact_path, load_manifest
-    manifest = load_manifest(sample_build[0])
-    return [artifact_path(manifest, a) for a in manifest["artifacts"] if a["precision"] == "fp32"][0]
+    from trtkit.pipeline.manifest import open_build
+    build = open_build(sample_build[0])
+    return [build.path(a) for a in build.manifest.artifacts if a.precision == "fp32"][0]
 
 
 @needs_openvino

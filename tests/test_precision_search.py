@@ -137,11 +137,12 @@ def _the_chosen_artifact_is_the_default(result, chosen, tmp_path):
     import trtkit
     from trtkit.bench.plan import BenchOptions, plan_from_manifest
     from trtkit.deploy.triton import select_artifacts
-    from trtkit.pipeline.manifest import load_manifest
-    manifest = load_manifest(result.dir)
+    from trtkit.pipeline.manifest import open_build
+    build = open_build(result.dir)
+    manifest = build.manifest
     assert [a["name"] for a in select_artifacts(manifest)] == [chosen]
     assert len(select_artifacts(manifest, precisions=["fp32", "fp16"])) == 2
-    variants = plan_from_manifest(manifest, BenchOptions(), torch_modes=None)
+    variants = plan_from_manifest(build, BenchOptions(), torch_modes=None)
     assert [v.precision for v in variants] == [manifest_precision(manifest, chosen)]
     with trtkit.load(result.dir) as classifier:
         assert os.path.basename(classifier.path) == [a["path"] for a in manifest["artifacts"] if a["name"] == chosen][0]

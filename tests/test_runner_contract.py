@@ -26,9 +26,9 @@ def test_defaults_describe_a_host_runner():
 
 @pytest.fixture(scope="module")
 def onnx_path(sample_build):
-    from trtkit.pipeline.manifest import artifact_path, load_manifest
-    manifest = load_manifest(sample_build[0])
-    return [artifact_path(manifest, a) for a in manifest["artifacts"] if a["precision"] == "fp32"][0]
+    from trtkit.pipeline.manifest import open_build
+    build = open_build(sample_build[0])
+    return [build.path(a) for a in build.manifest.artifacts if a.precision == "fp32"][0]
 
 
 def test_onnxruntime_device_is_what_the_session_uses(onnx_path):

@@ -15,8 +15,9 @@ from trtkit.errors import InputError
 
 
 class BuildResult(object):
-    """What a build made: ``manifest`` (the dict written to ``out/manifest.json``), ``dir`` (the build
-    folder) and ``artifacts`` (the manifest's artifact records, each with ``"file"``: its absolute path)."""
+    """What a build made: ``manifest`` (the ``pipeline.records.Manifest`` written to ``out/manifest.json``),
+    ``dir`` (the build folder) and ``artifacts`` (the manifest's artifact records, each with ``"file"``: its
+    absolute path)."""
 
     def __init__(self, manifest, folder):
         self.manifest = manifest
@@ -82,7 +83,7 @@ def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend
                                             num_classes=source.num_classes, exporter=source.exporter,
                                             input=overrides)
     manifest = run_build(build_options)
-    folder = manifest.pop("_dir")
+    folder = os.path.abspath(build_options.out)
     from trtkit.pipeline.run import gate_summary
     summary = gate_summary(manifest)
     if summary:

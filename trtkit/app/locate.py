@@ -25,7 +25,7 @@ import re
 from trtkit import log
 from trtkit.contract import InputContract
 from trtkit.errors import InputError
-from trtkit.pipeline.manifest import MANIFEST_NAME, artifact_path, load_manifest, manifest_files
+from trtkit.pipeline.manifest import MANIFEST_NAME, manifest_files, open_build
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
 ENGINE_BACKENDS = ("tensorrt", "tensorrt-rtx")
@@ -67,8 +67,8 @@ def locate(path, precision=None, backend=None):
     """The Target ``path`` means (see the module doc); InputError naming what is wrong otherwise."""
     precision = precision.strip().lower() if precision else None
     if is_build(path):
-        manifest = read_build(path)
-        return target_of(manifest, choose_artifact(manifest, precision, backend))
+        build = read_build(path)
+        return target_of(build, choose_artifact(build, precision, backend))
     path = str(path)
     lower = path.lower()
     if lower.endswith(".onnx"):
@@ -87,18 +87,19 @@ def is_build(path):
 
 
 def read_build(path):
-    """The loaded manifest of a build folder or manifest file; InputError for a folder that holds none."""
+    """The ``Build`` (folder and manifest) of a build folder or manifest file; InputError for a folder that
+    holds none."""
     path = str(path)
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, MANIFEST_NAME)):
         raise InputError("{} holds no {}: it is not a trtkit build folder".format(path, MANIFEST_NAME),
                          hint="build into it first (trtkit build --out {}), or give one .onnx or .engine "
                               "artifact".format(path))
-    return load_manifest(path)
+    return open_build(path)
 
 
-def choose_artifact(manifest, precision=None, backend=None):
-    """The manifest's artifact record for ``precision`` / ``backend``, else the chosen one, else the fastest passing."""
-    where = manifest.get("_dir", "the build")
+def choose_artifact(build, precision=None, backend=None):
+    """The build's artifact record for ``precision`` / ``backend``, else the chosen one, else the fastest passing."""
+    manifest, where = build.manifest, build.folder
     candidates = list(manifest["artifacts"])
     if backend:
         candidates = [a for a in candidates if a.get("backend") == backend]
@@ -148,21 +149,22 @@ def _chosen(manifest, candidates):
     return None
 
 
-def target_of(manifest, artifact):
-    """The Target of one artifact record of a loaded manifest."""
-    path = artifact_path(manifest, artifact)
+def target_of(build, artifact):
+    """The Target of one artifact record of a ``Build``."""
+    path = build.path(artifact)
     if not os.path.isfile(path):
         raise InputError("artifact file missing: {}".format(path), hint="run the build again")
-    return Target(path, artifact["backend"], manifest_contract(manifest), precision=artifact.get("precision"),
-                  output_kind=(manifest.get("model") or {}).get("output_kind", "logits"), name=artifact.get("name"),
-                  artifact=artifact, manifest=manifest)
+    return Target(path, artifact["backend"], manifest_contract(build), precision=artifact.get("precision"),
+                  output_kind=build.manifest.output_kind, name=artifact.get("name"), artifact=artifact,
+                  manifest=build.manifest)
 
 
-def serving_targets(manifest, precisions=None):
+def serving_targets(build, precisions=None):
     """Targets of every artifact that passed verification, or of ``precisions`` (a warning for any not passing)."""
+    manifest = build.manifest
     missing = [p for p in precisions or () if p not in set(a.get("precision") for a in manifest["artifacts"])]
     if missing:
-        raise InputError("the build at {} has no {} artifact".format(manifest.get("_dir"), ", ".join(missing)),
+        raise InputError("the build at {} has no {} artifact".format(build.folder, ", ".join(missing)),
                          hint="it has " + _listing(manifest["artifacts"], "precision"))
     chosen = []
     for artifact in manifest["artifacts"]:
@@ -176,18 +178,19 @@ def serving_targets(manifest, precisions=None):
             log.warn("not serving {}: {} (name its precision to serve it anyway)".format(
                 artifact["name"], artifact.get("status_detail") or "status {}".format(artifact.get("status"))))
             continue
-        chosen.append(target_of(manifest, artifact))
+        chosen.append(target_of(build, artifact))
     if not chosen:
         raise InputError("no artifact of the build at {} to serve (artifacts: {})".format(
-            manifest.get("_dir"), ", ".join("{} {}".format(a["name"], a.get("status")) for a in manifest["artifacts"])
+            build.folder, ", ".join("{} {}".format(a["name"], a.get("status")) for a in manifest["artifacts"])
             or "none"), hint="check --precision: the build has " + _listing(manifest["artifacts"], "precision"))
     return chosen
 
 
-def manifest_contract(manifest):
-    record = (manifest.get("model") or {}).get("input")
+def manifest_contract(build):
+    """The InputContract a ``Build``'s manifest records."""
+    record = (build.manifest.get("model") or {}).get("input")
     if not record:
-        raise InputError("the manifest at {} records no input contract (model.input)".format(manifest.get("_dir")),
+        raise InputError("the manifest at {} records no input contract (model.input)".format(build.folder),
                          hint="rebuild with this trtkit")
     return InputContract.from_dict(record)
 
@@ -197,21 +200,22 @@ def _listing(artifacts, key):
 
 
 def _beside(path):
-    """(manifest, artifact record or None) of a build manifest beside ``path`` that lists it, else None."""
+    """(Build, artifact record or None) of a build manifest beside ``path`` that lists it, else None."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isfile(os.path.join(folder, MANIFEST_NAME)):
         return None
     try:
-        manifest = load_manifest(folder)
+        build = open_build(folder)
     except InputError as exc:
         log.warn("ignoring the manifest beside {}: {}".format(path, exc))
         return None
+    manifest = build.manifest
     name = os.path.basename(path)
     for artifact in manifest["artifacts"]:
         if artifact.get("path") == name:
-            return manifest, artifact
+            return build, artifact
     if name in manifest_files(manifest) or any(a.get("onnx") == name for a in manifest["artifacts"]):
-        return manifest, None
+        return build, None
     return None
 
 
@@ -228,16 +232,16 @@ def _lone_onnx(path, precision, backend):
                          hint="build an engine first: trtkit build --onnx {} --backend {}".format(path, backend))
     beside = _beside(path)
     if beside is not None and beside[1] is not None and beside[1].get("backend") == "onnxruntime":
-        manifest, artifact = beside
+        build, artifact = beside
         _check_precision(path, precision, artifact.get("precision"))
-        return target_of(manifest, artifact)
+        return target_of(build, artifact)
     guessed = re.search(r"\.(fp32|fp16|int8|bf16)\.onnx$", path.lower())
     known = (beside[1] or {}).get("precision") if beside else None
     precision = _check_precision(path, precision, known or (guessed.group(1) if guessed else None))
     if beside is not None:  # e.g. the FP32 ONNX an engine of the build was made from
-        manifest = beside[0]
-        return Target(path, "onnxruntime", manifest_contract(manifest), precision,
-                      (manifest.get("model") or {}).get("output_kind", "logits"), manifest=manifest)
+        build = beside[0]
+        return Target(path, "onnxruntime", manifest_contract(build), precision, build.manifest.output_kind,
+                      manifest=build.manifest)
     contract, kind = _onnx_interface(path)
     return Target(path, "onnxruntime", contract, precision, kind)
 
@@ -272,11 +276,11 @@ def _lone_engine(path, precision, backend):
         raise InputError("an engine runs on TensorRT, not {}".format(backend), hint="use tensorrt or tensorrt-rtx")
     beside = _beside(path)
     if beside is not None and beside[1] is not None:
-        manifest, artifact = beside
+        build, artifact = beside
         _check_precision(path, precision, artifact.get("precision"))
         if backend and backend != artifact["backend"]:
             raise InputError("{} was built for {}, not {}".format(path, artifact["backend"], backend))
-        return target_of(manifest, artifact)
+        return target_of(build, artifact)
     record = read_sidecar(path)
     if record is None:
         raise InputError("{} has no sidecar ({}) and no build manifest beside it lists it: what it expects is "

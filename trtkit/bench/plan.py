@@ -165,9 +165,9 @@ def artifact_variant(model, backend_name, precision, path, threads, agreement=No
                    agreement=agreement, path=path)
 
 
-def plan_from_manifest(manifest, options, backends=None, precisions=None, torch_modes="auto"):
+def plan_from_manifest(build, options, backends=None, precisions=None, torch_modes="auto"):
     """Variants for every artifact of a build (filtered) plus PyTorch baselines from its checkpoint."""
-    from trtkit.pipeline.manifest import artifact_path
+    manifest = build.manifest
     model = manifest.get("model", {})
     name = (model.get("name") or "model").replace("torchvision:", "")
     variants = []
@@ -191,7 +191,7 @@ def plan_from_manifest(manifest, options, backends=None, precisions=None, torch_
             continue
         agreement = (artifact.get("verify") or {}).get("top1_agreement")
         variants.append(artifact_variant(name, artifact["backend"], artifact["precision"],
-                                         artifact_path(manifest, artifact), options.threads, agreement))
+                                         build.path(artifact), options.threads, agreement))
     if not variants:
         raise InputError("nothing to benchmark in this manifest with the filters given",
                          hint="drop --backends/--precisions, or build first")

@@ -98,7 +98,7 @@ def run(args):
                            extra_passes=args.extra_passes)
     torch_modes = None if args.no_torch or args.torch_modes == "none" else (
         "auto" if args.torch_modes == "auto" else _name_list(args.torch_modes))
-    manifest = None
+    manifest = build = None
     if args.checkpoint or args.artifact:
         if args.manifest:
             raise InputError("give --manifest or --checkpoint/--artifact, not both")
@@ -108,11 +108,12 @@ def run(args):
         variants = plan_from_flags(options, args.checkpoint, args.model, args.input_size, args.artifact, torch_modes)
         out_dir = args.out or os.path.join("build", "bench")
     else:
-        from trtkit.pipeline.manifest import load_manifest
-        manifest = load_manifest(args.manifest or os.path.join("build", "engines"))
-        variants = plan_from_manifest(manifest, options, _name_list(args.backends), _name_list(args.precisions),
+        from trtkit.pipeline.manifest import open_build
+        build = open_build(args.manifest or os.path.join("build", "engines"))
+        manifest = build.manifest
+        variants = plan_from_manifest(build, options, _name_list(args.backends), _name_list(args.precisions),
                                       torch_modes)
-        out_dir = args.out or os.path.join(manifest["_dir"], "bench")
+        out_dir = args.out or os.path.join(build.folder, "bench")
     if manifest is None:
         manifest = {"model": {"input": _flag_input(args)}}
     images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
@@ -120,8 +121,8 @@ def run(args):
         len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads,
         "" if options.pin else " (not pinned)"))
     result = run_matrix(variants, images, options)
-    result["source"] = {"manifest": os.path.join(manifest["_dir"], "manifest.json")
-                        if manifest and "_dir" in manifest else None, "images": source}
+    result["source"] = {"manifest": os.path.join(build.folder, "manifest.json") if build else None,
+                        "images": source}
     title = args.title or "{} benchmark".format(variants[0].model)
     paths = write_reports(result, out_dir, title=title, png=not args.no_png)
     table, notes = markdown_table(result)

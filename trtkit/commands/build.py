@@ -31,10 +31,11 @@ def run(args):
     from trtkit import log
     from trtkit.pipeline import BuildOptions, build, format_table
     from trtkit.pipeline.run import gate_summary
-    manifest = build(BuildOptions.from_args(args))
-    out_dir = manifest.pop("_dir")
+    options = BuildOptions.from_args(args)
+    manifest = build(options)
+    out_dir = os.path.abspath(options.out)
     if args.json:
-        print(json.dumps(manifest, indent=2))
+        print(json.dumps(manifest.to_json(), indent=2))
     else:
         print(format_table(manifest))
     log.info("manifest: {}".format(os.path.join(out_dir, "manifest.json")))

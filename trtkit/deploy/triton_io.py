@@ -21,7 +21,6 @@ from trtkit.backends.base import TensorSpec
 from trtkit.backends.tensorrt.sidecar import batch_range, check_file, read_sidecar, sidecar_path, tensor_specs
 from trtkit.deps import require
 from trtkit.errors import InputError
-from trtkit.pipeline.manifest import artifact_path
 
 PLAN_BACKENDS = ("tensorrt", "tensorrt-rtx")
 
@@ -57,16 +56,16 @@ def artifact_kind(artifact):
         artifact.get("name"), path), hint="export-triton serves .onnx files and TensorRT engines")
 
 
-def artifact_io(manifest, artifact):
-    """ModelIO of one artifact of a loaded manifest (TensorRT plan or ONNX file)."""
+def artifact_io(build, artifact):
+    """ModelIO of one artifact of a ``Build`` (TensorRT plan or ONNX file)."""
     if artifact_kind(artifact) == "plan":
-        return plan_io(manifest, artifact)
-    return onnx_io(artifact_path(manifest, artifact))
+        return plan_io(build, artifact)
+    return onnx_io(build.path(artifact))
 
 
-def plan_io(manifest, artifact):
+def plan_io(build, artifact):
     """I/O and profile batches of a TensorRT engine: from its sidecar, else I/O only from its source ONNX."""
-    engine = artifact_path(manifest, artifact)
+    engine = build.path(artifact)
     record = read_sidecar(engine)
     if record is not None:
         check_file(engine, record)  # a truncated or altered engine would only fail inside Triton
@@ -79,7 +78,7 @@ def plan_io(manifest, artifact):
     if not onnx_name:
         raise InputError("engine {} has no sidecar JSON and no source ONNX in the manifest".format(artifact["path"]),
                          hint="rebuild it with this trtkit")
-    io = onnx_io(os.path.join(manifest["_dir"], onnx_name))
+    io = onnx_io(build.path(onnx_name))
     io.source = "source " + io.source
     return io
 

@@ -97,10 +97,12 @@ def step_torch_compile(request, save):
 
 
 def _build(request, backend, precisions, tensorrt=None):
+    """The ``Build`` (folder and manifest) of this step's build."""
     from trtkit.pipeline import BuildOptions, build
+    from trtkit.pipeline.manifest import Build
     options = BuildOptions(backend=backend, precisions=precisions, out=os.path.join(request["work"], request["step"]),
                            data="sample", throughput_seconds=0, tensorrt=tensorrt)
-    return build(options)
+    return Build(os.path.abspath(options.out), build(options))
 
 
 def summarize_build(manifest):
@@ -123,36 +125,37 @@ def _engine_step(request, save, backend, precisions, tensorrt=None, label_suffix
     """Build (and verify) every precision, save, then time the variants that ran at ``ENGINE_SIZES``."""
     from trtkit.bench.plan import load_bench_images, plan_from_manifest
     started = time.time()
-    manifest = _build(request, backend, precisions, tensorrt)
+    built = _build(request, backend, precisions, tensorrt)
+    manifest = built.manifest
     result = {"status": "running", "backend": backend, "build": summarize_build(manifest)}
     save(result)
     ran = [a for a in manifest["artifacts"] if a.get("status") in ("ok", "failing")]
     if ran:
         left = request["seconds"] * 0.85 - (time.time() - started)
         options = bench_options(left, len(ran) * len(ENGINE_SIZES), ENGINE_SIZES, fixed=5.0 * len(ran))
-        variants = plan_from_manifest(manifest, options, backends=[backend], torch_modes=None)
+        variants = plan_from_manifest(built, options, backends=[backend], torch_modes=None)
         for variant in variants:
             variant.label += label_suffix or ""
         images, _ = load_bench_images(manifest, count=BENCH_IMAGES)
         result["bench"] = _bench(variants, images, options)
     failing = [a for a in manifest["artifacts"] if a.get("status") != "ok"]
     result["status"] = "ok" if not failing else ("partial" if ran else "not run")
-    result["manifest"] = dict((k, v) for k, v in manifest.items() if k != "_dir")
-    return result, manifest
+    result["manifest"] = manifest.to_json()
+    return result, built
 
 
 def step_tensorrt_rtx(request, save):
     from trtkit.backends.tensorrt.options import TensorRTOptions
-    result, manifest = _engine_step(request, save, "tensorrt-rtx", "fp32,fp16,int8",
-                                    TensorRTOptions(batch=ENGINE_PROFILE))
+    result, built = _engine_step(request, save, "tensorrt-rtx", "fp32,fp16,int8",
+                                 TensorRTOptions(batch=ENGINE_PROFILE))
     if result["status"] == "not run":
         result["status"] = "refused"
         save(result)
-        result["refusal"] = rtx_refusal(request, manifest)
+        result["refusal"] = rtx_refusal(request, built)
     return result
 
 
-def rtx_refusal(request, manifest):
+def rtx_refusal(request, built):
     """TensorRT-RTX on a GPU trtkit will not run it on: trtkit's reason, TensorRT-RTX's own words loading the
     engine anyway, and whether an engine built for this very GPU (target CURRENT) builds and loads."""
     from trtkit.backends import get_backend
@@ -160,10 +163,10 @@ def rtx_refusal(request, manifest):
     from trtkit.backends.tensorrt.options import TensorRTOptions
     from trtkit.backends.tensorrt.runner import probe_engine
     from trtkit.contract import InputContract
-    from trtkit.pipeline.manifest import artifact_path
+    manifest = built.manifest
     first = manifest["artifacts"][0]
     record = {"trtkit": first.get("status_detail"), "engine": first["name"],
-              "tensorrt_rtx_load": probe_engine(artifact_path(manifest, first), "tensorrt-rtx")}
+              "tensorrt_rtx_load": probe_engine(built.path(first), "tensorrt-rtx")}
     current = {"targets": ["current"], "built": False, "error": None, "load": None}
     out = os.path.join(request["work"], "rtx-current", "{}.current.engine".format(first["name"]))
     options = TensorRTOptions(batch=ENGINE_PROFILE, compute_capabilities=["current"])
@@ -171,7 +174,7 @@ def rtx_refusal(request, manifest):
                          work_dir=os.path.dirname(out), tensorrt=options)
     with captured_stderr() as said:
         try:
-            get_backend("tensorrt-rtx").build(os.path.join(manifest["_dir"], first["onnx"]), "fp32", out, inputs)
+            get_backend("tensorrt-rtx").build(built.path(first["onnx"]), "fp32", out, inputs)
             current["built"] = True
         except Exception as exc:
             current["error"] = "{}: {}".format(exc.__class__.__name__, exc)

@@ -22,6 +22,7 @@ from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import 
 from trtkit.errors import DeviceUnavailable
 from trtkit.fileio import human_bytes
 from trtkit.pipeline.manifest import new_manifest, save_manifest
+from trtkit.pipeline.records import ArtifactRecord
 
 
 class _Build(object):
@@ -104,9 +105,9 @@ def _build_from(state, variant, backend=None, label=None):
     start = time.time()
     backend_meta = backend.build(variant.onnx_path, variant.precision, artifact, state.inputs,
                                  variant.calibration) or {}
-    record = {"name": name, "precision": variant.precision, "backend": backend.name,
-              "path": os.path.basename(artifact), "onnx": os.path.basename(variant.onnx_path),
-              "bytes": os.path.getsize(artifact), "build_seconds": round(time.time() - start, 3)}
+    record = ArtifactRecord(name=name, precision=variant.precision, backend=backend.name,
+                            path=os.path.basename(artifact), onnx=os.path.basename(variant.onnx_path),
+                            bytes=os.path.getsize(artifact), build_seconds=round(time.time() - start, 3))
     record.update(variant.meta)
     if backend_meta:
         record["backend_info"] = backend_meta
@@ -218,7 +219,8 @@ def _throughput(state, runner, batch):
 # ---------------------------------------------------------------- orchestration
 
 def build(options):
-    """Run a whole build; returns the manifest dict (also written to ``OUT/manifest.json``).
+    """Run a whole build into ``options.out``; returns its Manifest (``pipeline.records``; also written to
+    ``OUT/manifest.json``).
 
     With ``options.strict`` a variant that fails its verification gate raises VerificationFailed (after the
     build folder is published, so its figures can be read)."""
@@ -289,7 +291,6 @@ def _build_into(options, folder):
     manifest["files"] = folder.staged_files()
     save_manifest(folder.staging, manifest)
     folder.publish()
-    manifest["_dir"] = folder.path
     return manifest
 
 
