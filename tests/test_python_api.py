@@ -108,3 +108,63 @@ def test_default_int8_keeps_a_mobilenet_v3_style_module(mobilenet_v3_module, tmp
     assert figures["reference_accuracy"] - figures["accuracy"] <= 0.01, figures
     assert int8["status"] == "ok" and int8["calibration"]["method"] == "entropy"
     assert int8["calibration"]["rules"].get("mse", 0) > 0, "the guard should replace some KL cuts on this model"
+
+
+def _build_parser():
+    import argparse
+    from trtkit.commands import build as build_command
+    parser = argparse.ArgumentParser()
+    build_command.add_arguments(parser)
+    return parser
+
+
+def test_every_build_flag_has_an_api_keyword_and_the_reverse():
+    """The keywords come from the option objects' declarations (KEYWORDS), never from argparse."""
+    from trtkit.pipeline.options import BuildOptions
+    parser = _build_parser()
+    cli_only = {"help", "json"}  # the CLI's own: printing
+    flags = set(a.dest for a in parser._actions) - cli_only
+    keywords = set(BuildOptions.keywords())
+    assert flags - keywords == set(), "flags without an API keyword"
+    assert keywords - flags == set(), "API keywords without a flag"
+    spelled = set(s for a in parser._actions for s in a.option_strings)
+    assert all("--" + k.replace("_", "-") in spelled for k in keywords)  # a keyword is its flag's name
+
+
+def _same_options(cli, api):
+    assert cli.to_dict("tensorrt-rtx") == api.to_dict("tensorrt-rtx")
+    for name in ("backend", "out", "data", "throughput_seconds", "strict"):
+        assert getattr(cli, name) == getattr(api, name), name
+    for name in ("model", "checkpoint", "onnx", "num_classes", "exporter", "output_kind"):
+        assert getattr(cli.source, name) == getattr(api.source, name), name
+    assert cli.source.input_overrides() == api.source.input_overrides()
+    assert cli.calibration.to_dict() == api.calibration.to_dict() and cli.search.to_dict() == api.search.to_dict()
+    assert cli.tensorrt.to_dict() == api.tensorrt.to_dict()
+
+
+def test_flags_and_keywords_make_the_same_options(tmp_path):
+    from trtkit.pipeline.options import BuildOptions
+    parser = _build_parser()
+    _same_options(BuildOptions.from_args(parser.parse_args([])), BuildOptions.from_keywords())
+    names = tmp_path / "names.txt"
+    names.write_text("a\nb\nc\n")
+    cli = BuildOptions.from_args(parser.parse_args([
+        "--precision", "fp32,int8", "--backend", "onnxruntime", "--out", "elsewhere", "--input-size", "48x192",
+        "--mean", "0.5,0.5,0.5", "--std", "0.25", "--resize", "height", "--channel-order", "bgr",
+        "--class-names", str(names), "--output-kind", "probabilities", "--calib-method", "percentile",
+        "--calib-images", "64", "--no-calib-cache", "--cpu-isa", "avx2", "--batch", "1:4:16", "--workspace", "256",
+        "--min-agreement", "int8=0.97,fp16=0.995", "--throughput-batch", "4", "--verify-images", "all",
+        "--bench-seconds", "0", "--strict", "--max-drop", "0.3", "--tune-images", "64", "--tolerance", "0.01"]))
+    api = BuildOptions.from_keywords(
+        precision=["fp32", "int8"], backend="onnxruntime", out="elsewhere", input_size=(48, 192), mean=(0.5, 0.5, 0.5),
+        std=0.25, resize="height", channel_order="bgr", class_names=["a", "b", "c"], output_kind="probabilities",
+        calib_method="percentile", calib_images=64, no_calib_cache=True, cpu_isa="avx2", batch="1:4:16",
+        workspace=256, min_agreement={"int8": 0.97, "fp16": 0.995}, throughput_batch=4, verify_images="all",
+        bench_seconds=0, strict=True, max_drop=0.3, tune_images=64, tolerance=0.01)
+    _same_options(cli, api)
+    assert api.min_agreement["int8"] == 0.97 and api.throughput_batch == 4 and api.tensorrt.batch == (1, 4, 16)
+    assert api.calibration.use_cache is False and api.source.input_overrides()["class_names"] == ["a", "b", "c"]
+    with pytest.raises(InputError, match="did you mean calib_method"):
+        BuildOptions.from_keywords(calib_methd="percentile")
+    with pytest.raises(InputError, match="not a positive fraction"):
+        BuildOptions.from_keywords(min_agreement="int8=-1")

@@ -1,14 +1,12 @@
 """The public Python API: ``trtkit.build(...)`` takes the options ``trtkit build`` takes, by the same names.
 
-The CLI and the API must never drift apart, so the API builds its options the
-way the CLI does: it starts from the command's own argument defaults, applies
-the keyword arguments (flag names with ``_`` for ``-``: ``calib_method``,
-``batch``, ``verify_images``, ``mean``...) and calls ``BuildOptions.from_args``.
-An unknown keyword is an error with the closest names, like a mistyped flag.
+The option objects are the source (``trtkit.keywords``): each declares its
+keywords, ``BuildOptions.from_keywords`` makes them from Python values, and
+the CLI's ``from_args`` is the same call on parsed flags, so the two cannot
+drift apart (a test checks every flag has a keyword and the reverse). An
+unknown keyword is an error with the closest names, like a mistyped flag.
 """
 
-import argparse
-import difflib
 import os
 
 from trtkit.errors import InputError
@@ -37,51 +35,28 @@ class BuildResult(object):
             "{} {}".format(a["name"], a.get("status", "-")) for a in self.artifacts))
 
 
-def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend="auto", data="sample",
-          calib_data=None, input_size=None, out=os.path.join("build", "engines"), **options):
-    """Build, verify and time ``precision`` variants of a classifier; returns a BuildResult.
+def build(model=None, options=None, **keywords):
+    """Build, verify and time precision variants of a classifier; returns a BuildResult.
 
     ``model`` is an architecture name (``resnet18``, ``torchvision:NAME``, ``timm:NAME``) or any
     ``torch.nn.Module`` (then ``input_size`` is required and the class count comes from its output);
-    ``checkpoint`` holds its weights; ``onnx`` builds from an ONNX classifier instead. ``input_size``
-    is N or (H, W). Every other ``trtkit build`` flag is a keyword: ``calib_method="percentile"``,
-    ``calib_images=256``, ``verify_images="all"``, ``batch="1:8:32"``, ``mean=(0.5,)``,
-    ``resize="pad"``, ``strict=True``...
+    ``checkpoint`` holds its weights; ``onnx`` builds from an ONNX classifier instead. Every ``trtkit build``
+    flag is a keyword, its name with ``_`` for ``-``: ``precision="fp32,fp16,int8"``, ``input_size=(48, 192)``,
+    ``calib_method="percentile"``, ``verify_images="all"``, ``batch="1:8:32"``, ``mean=(0.5,)``,
+    ``resize="pad"``, ``class_names=[...]``, ``output_kind="binary-logit"``, ``strict=True``... They are
+    validated by the option objects they belong to (``BuildOptions.from_keywords``), exactly as the CLI's
+    flags are. Or pass ``options``, a ``trtkit.pipeline.BuildOptions`` made yourself.
     """
     from trtkit.pipeline import BuildOptions, build as run_build
-    from trtkit.pipeline.source import ModelOptions
-    parser = argparse.ArgumentParser(add_help=False)
-    BuildOptions.add_arguments(parser)
-    args = parser.parse_args([])
-    given = dict(options, checkpoint=checkpoint, onnx=onnx, precision=_comma(precision), backend=backend,
-                 data=data, calib_data=calib_data, input_size=input_size, out=out)
-    module = None
-    if model is not None and not isinstance(model, str):
-        module = model
+    if options is not None:
+        if keywords or model is not None:
+            raise InputError("give trtkit.build() an options object or keywords, not both",
+                             hint="put everything in the BuildOptions, or drop options=")
+        build_options = options
     else:
-        given["model"] = model
-    known = vars(args)
-    for key, value in given.items():
-        if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
-            raise InputError("trtkit.build() has no option '{}'".format(key),
-                             hint="did you mean {}?".format(" or ".join(close)) if close else
-                             "the options are trtkit build's flags, e.g. calib_method, batch, verify_images")
-        setattr(args, key, value)
-    if isinstance(args.class_names, (list, tuple)):  # names given directly rather than a file
-        names, args.class_names = list(args.class_names), None
-    else:
-        names = None
-    build_options = BuildOptions.from_args(args)
-    if module is not None or names is not None:
-        source = build_options.source
-        overrides = source.input_overrides()
-        if names is not None:
-            overrides["class_names"] = names
-        build_options.source = ModelOptions(model=module if module is not None else source.model,
-                                            checkpoint=source.checkpoint, onnx=source.onnx,
-                                            num_classes=source.num_classes, exporter=source.exporter,
-                                            input=overrides)
+        if model is not None:
+            keywords["model"] = model
+        build_options = BuildOptions.from_keywords(**keywords)
     manifest = run_build(build_options)
     folder = os.path.abspath(build_options.out)
     from trtkit.pipeline.run import gate_summary
@@ -90,7 +65,3 @@ def build(model=None, checkpoint=None, onnx=None, precision="fp32,fp16", backend
         from trtkit import log
         log.warn(summary)
     return BuildResult(manifest, folder)
-
-
-def _comma(value):
-    return value if isinstance(value, str) else ",".join(value)

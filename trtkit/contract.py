@@ -176,19 +176,38 @@ class InputContract(object):
                            help="class names, one per line or a JSON list (default: from the data: folder "
                                 "names, CIFAR-10's meta file)")
 
-    @staticmethod
-    def overrides_from_args(args):
-        """{field: value} the user set on the command line (unset flags are absent)."""
+    # keyword (= the flag's name) -> the contract field it overrides
+    KEYWORDS = {"input_size": "size", "channels": "channels", "channel_order": "channel_order", "mean": "mean",
+                "std": "std", "pixel_scale": "pixel_scale", "resize": "resize", "layout": "layout",
+                "class_names": "class_names"}
+
+    @classmethod
+    def overrides(cls, **values):
+        """{field: value} of the keywords given (None: not given). ``class_names`` is a list of names, or a file
+        of them (``read_class_names``)."""
         overrides = {}
-        for field, value in (("size", args.input_size), ("channels", args.channels),
-                             ("channel_order", args.channel_order), ("mean", args.mean), ("std", args.std),
-                             ("pixel_scale", args.pixel_scale), ("resize", args.resize),
-                             ("layout", getattr(args, "layout", None))):
-            if value is not None:
-                overrides[field] = value
-        if args.class_names is not None:
-            overrides["class_names"] = read_class_names(args.class_names)
+        for keyword, value in values.items():
+            if value is None:
+                continue
+            if keyword == "class_names" and isinstance(value, str):
+                value = read_class_names(value)
+            if keyword == "class_names":
+                value = list(value)
+            elif keyword in ("mean", "std"):  # 0.5, [0.5] and "0.5" say the same
+                try:
+                    value = tuple(float(v) for v in (value.split(",") if isinstance(value, str) else
+                                                     value if isinstance(value, (list, tuple)) else [value]))
+                except (TypeError, ValueError):
+                    raise InputError("--{} takes numbers separated by commas, got {!r}".format(keyword, value))
+            elif keyword == "input_size":
+                value = parse_size(value)
+            overrides[cls.KEYWORDS[keyword]] = value
         return overrides
+
+    @classmethod
+    def overrides_from_args(cls, args):
+        """{field: value} the user set on the command line (unset flags are absent)."""
+        return cls.overrides(**dict((k, getattr(args, k)) for k in cls.KEYWORDS if hasattr(args, k)))
 
 
 UINT8_PIXELS = {"pixel_scale": 255.0, "mean": (0.0,), "std": (1.0,)}

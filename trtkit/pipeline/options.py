@@ -41,7 +41,7 @@ class BuildOptions(object):
         self.strict = bool(strict)
         self.throughput_seconds = float(throughput_seconds)
         self.throughput_batch = int(throughput_batch)
-        self.min_agreement = dict(DEFAULT_MIN_AGREEMENT, **(min_agreement or {}))
+        self.min_agreement = dict(DEFAULT_MIN_AGREEMENT, **parse_min_agreement(min_agreement))
         self.calibration = calibration or CalibrationConfig()
         self.tensorrt = tensorrt or TensorRTOptions()
         self.search = search or SearchConfig()
@@ -100,16 +100,42 @@ class BuildOptions(object):
                          help="exit non-zero when a variant's top-1 agreement is below its threshold")
         ver.add_argument("--bench-seconds", type=float, default=1.0,
                          help="seconds of throughput timing per variant (0 to skip; default: 1)")
+        ver.add_argument("--throughput-batch", type=int, default=8, metavar="N",
+                         help="batch size of that timing, and the OPT of an engine's default profile (default: 8)")
+        ver.add_argument("--min-agreement", default=None, metavar="P=F,...",
+                         help="decision agreement with FP32 below which a variant fails its gate, per precision, "
+                              "e.g. fp16=0.995,int8=0.97 (default: {})".format(",".join(
+                                  "{}={:g}".format(k, v) for k, v in sorted(DEFAULT_MIN_AGREEMENT.items()))))
         CalibrationConfig.add_arguments(parser)
         SearchConfig.add_arguments(parser)
 
+    # keyword (= flag) -> parameter, besides the keywords of the option objects it is made of (PARTS)
+    KEYWORDS = {"precision": "precisions", "backend": "backend", "out": "out", "data": "data",
+                "verify_images": "verify_images", "batch_size": "batch_size", "tolerance": "tolerance",
+                "strict": "strict", "bench_seconds": "throughput_seconds", "throughput_batch": "throughput_batch",
+                "min_agreement": "min_agreement"}
+    PARTS = (("source", ModelOptions), ("calibration", CalibrationConfig), ("tensorrt", TensorRTOptions),
+             ("search", SearchConfig))
+
+    @classmethod
+    def keywords(cls):
+        """Every keyword ``from_keywords`` (and ``trtkit.build``) takes: the build's own and its parts'."""
+        return sorted(set(cls.KEYWORDS).union(*(part.KEYWORDS for _, part in cls.PARTS)))
+
+    @classmethod
+    def from_keywords(cls, **values):
+        """BuildOptions from keywords (the flags' names with _ for -); each goes to the option object that
+        declares it; an unknown one is an InputError naming the closest."""
+        from trtkit.keywords import parameters, split
+        parts = split(values, cls, *(part for _, part in cls.PARTS))
+        own = parameters(cls, parts[0])
+        for (name, part), given in zip(cls.PARTS, parts[1:]):
+            own[name] = part.from_keywords(**given)
+        return cls(**own)
+
     @classmethod
     def from_args(cls, args):
-        return cls(source=ModelOptions.from_args(args), precisions=args.precision, backend=args.backend, out=args.out, data=args.data,
-                   verify_images=args.verify_images, batch_size=args.batch_size, tolerance=args.tolerance,
-                   strict=args.strict, throughput_seconds=args.bench_seconds,
-                   calibration=CalibrationConfig.from_args(args), tensorrt=TensorRTOptions.from_args(args),
-                   search=SearchConfig.from_args(args))
+        return cls.from_keywords(**dict((k, getattr(args, k)) for k in cls.keywords() if hasattr(args, k)))
 
 
 def parse_image_count(value, flag):
@@ -123,6 +149,32 @@ def parse_image_count(value, flag):
     if count < 1:
         raise InputError("{} must be a number of images (at least 1) or 'all', got {!r}".format(flag, value))
     return count
+
+
+def parse_min_agreement(value):
+    """{precision: threshold} from a dict or "fp16=0.995,int8=0.97"; InputError for an unknown precision or a
+    threshold that is not positive (one above 1 fails every variant of its precision: a way to test a
+    pipeline's --strict)."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise InputError("--min-agreement takes PRECISION=FRACTION pairs, got '{}'".format(value),
+                             hint="e.g. --min-agreement fp16=0.995,int8=0.97")
+        value = dict((k.strip(), v) for k, v in pairs)
+    result = {}
+    for name, threshold in dict(value).items():
+        name = Precision.parse(name).name
+        try:
+            threshold = float(threshold)
+        except (TypeError, ValueError):
+            threshold = -1.0
+        if not threshold > 0.0:
+            raise InputError("--min-agreement {}={} is not a positive fraction".format(name, threshold),
+                             hint="e.g. int8=0.97 for 97% (above 1: every such variant fails its gate)")
+        result[name] = threshold
+    return result
 
 
 def parse_precisions(value):

@@ -97,11 +97,23 @@ class ModelOptions(object):
                               "logits, or binary-logit for one column; needed for multilabel-logits, and where "
                               "the output's column count is not fixed): " + help_text())
 
+    # keyword (= flag) -> parameter; the input contract's keywords (InputContract.KEYWORDS) are the model's too
+    KEYWORDS = dict({"model": "model", "checkpoint": "checkpoint", "onnx": "onnx", "num_classes": "num_classes",
+                     "exporter": "exporter", "output_kind": "output_kind"},
+                    **dict((k, None) for k in InputContract.KEYWORDS))
+
+    @classmethod
+    def from_keywords(cls, **values):
+        """ModelOptions from keywords: ``model`` may be a name or a ``torch.nn.Module``; the input contract's
+        keywords (``input_size``, ``mean``, ``resize``, ``class_names``...) become its overrides."""
+        contract = dict((k, values.pop(k)) for k in list(values) if k in InputContract.KEYWORDS)
+        params = dict((cls.KEYWORDS[k], v) for k, v in values.items() if v is not None)
+        return cls(input=InputContract.overrides(**contract), **params)
+
     @classmethod
     def from_args(cls, args):
-        return cls(model=args.model, checkpoint=args.checkpoint, onnx=args.onnx, num_classes=args.num_classes,
-                   exporter=args.exporter, input=InputContract.overrides_from_args(args),
-                   output_kind=getattr(args, "output_kind", None))
+        from trtkit.keywords import args_values
+        return cls.from_keywords(**args_values(cls, args))
 
 
 # what a PyTorch model takes: NCHW float32 (a --layout nhwc flag contradicts it)

@@ -91,11 +91,20 @@ class CalibrationConfig(object):
                               "this machine's (default); the manifest records it and runners warn on a CPU it "
                               "does not fit")
 
+    KEYWORDS = {"calib_data": "data", "calib_images": "images", "calib_method": "method",
+                "calib_percentile": "percentile", "calib_batch_size": "batch",
+                "no_calib_cache": ("use_cache", lambda no: not no), "trt_version": "trt_version",
+                "cpu_isa": "cpu_isa"}  # keyword (= flag) -> parameter
+
+    @classmethod
+    def from_keywords(cls, **values):
+        from trtkit.keywords import parameters
+        return cls(**parameters(cls, values))
+
     @classmethod
     def from_args(cls, args):
-        return cls(method=args.calib_method, images=args.calib_images, batch=args.calib_batch_size,
-                   percentile=args.calib_percentile, data=args.calib_data, use_cache=not args.no_calib_cache,
-                   trt_version=args.trt_version, cpu_isa=getattr(args, "cpu_isa", "auto"))
+        from trtkit.keywords import args_values
+        return cls.from_keywords(**args_values(cls, args))
 
 
 def _version(value):

@@ -39,6 +39,14 @@ class SearchConfig(object):
                            help="images of the tune split (from the train split, not the held-out one) that rank "
                                 "layer sensitivity (default: {})".format(DEFAULT_TUNE_IMAGES))
 
+    KEYWORDS = {"max_drop": "max_drop", "tune_images": "tune_images"}  # keyword (= flag) -> parameter
+
+    @classmethod
+    def from_keywords(cls, **values):
+        from trtkit.keywords import parameters
+        return cls(**parameters(cls, values))
+
     @classmethod
     def from_args(cls, args):
-        return cls(max_drop=args.max_drop, tune_images=args.tune_images)
+        from trtkit.keywords import args_values
+        return cls.from_keywords(**args_values(cls, args))

@@ -90,11 +90,19 @@ class TensorRTOptions(object):
         group.add_argument("--calib-cache", metavar="FILE", default=None,
                          help="TensorRT calibration cache for the implicit INT8 path (read if present, else written)")
 
+    KEYWORDS = {"batch": "batch", "workspace": "workspace_mib", "timing_cache": "timing_cache",
+                "dla_core": "dla_core", "compute_capability": "compute_capabilities", "via": "via",
+                "int8_path": "int8_path", "calib_cache": "calib_cache"}  # keyword (= flag) -> parameter
+
+    @classmethod
+    def from_keywords(cls, **values):
+        from trtkit.keywords import parameters
+        return cls(**parameters(cls, values))
+
     @classmethod
     def from_args(cls, args):
-        return cls(batch=args.batch, workspace_mib=args.workspace, timing_cache=args.timing_cache,
-                   dla_core=args.dla_core, compute_capabilities=args.compute_capability, via=args.via,
-                   int8_path=args.int8_path, calib_cache=args.calib_cache)
+        from trtkit.keywords import args_values
+        return cls.from_keywords(**args_values(cls, args))
 
 
 def parse_batch(value):
