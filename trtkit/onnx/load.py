@@ -212,7 +212,8 @@ def prepare_onnx(src, dst, notes=None, layout=None):
     summary.source_layout, summary.source_dtype = source_layout, source_dtype
     if summary.output_kind not in ("logits", None):
         notes.append("the output '{}' holds {}: verification uses its decision rule (trtkit.outputs) and compares "
-                     "the values as they are".format(summary.output_names[0], summary.output_kind))
+                     "the values as they are, without applying a softmax".format(summary.output_names[0],
+                                                                                summary.output_kind))
     if summary.opset < MIN_OPSET:
         notes.append("kept opset {} (INT8 converts its copy to {})".format(summary.opset, MIN_OPSET))
     with atomic_path(dst) as tmp:
