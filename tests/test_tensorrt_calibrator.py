@@ -1,51 +1,32 @@
-"""The implicit-INT8 calibrator's own logic: which TensorRT class reads a cache, and errors inside callbacks.
+"""The implicit-INT8 calibrator's own logic, run for real: which TensorRT class reads a cache, how images are fed,
+and errors inside callbacks.
 
-TensorRT <= 10 is not installable here and TensorRT-RTX has no calibrators, so
-the TensorRT side is two empty base classes: the assertions are about what
-trtkit's calibrator does (the class it derives from, what get_batch returns,
-what is raised after the build), never about those stand-ins.
+``CalibrationFeed`` is everything the calibrator does apart from TensorRT, so it runs here as it runs inside a
+build; the TensorRT class around it only forwards. TensorRT-RTX is the real module that has no calibrators.
 """
-
-import types
 
 import numpy as np
 import pytest
 
-from trtkit.backends.tensorrt.calibrator import calibrator_class_name, make_calibrator
+from trtkit.backends.tensorrt.calibrator import CalibrationFeed, calibrator_class_name, make_calibrator
+from trtkit.deps import available
 from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.precision.trt_cache import write_cache
 
 
-class _Entropy2(object):
-    def __init__(self):
-        pass
-
-
-class _MinMax(object):
-    def __init__(self):
-        pass
-
-
-TRT10 = types.SimpleNamespace(__version__="10.3.0", IInt8EntropyCalibrator2=_Entropy2, IInt8MinMaxCalibrator=_MinMax)
-NETWORK = types.SimpleNamespace(get_input=lambda index: types.SimpleNamespace(name="input"))
-
-
-def _calibration(images, cache):
-    from trtkit.data import ImageSet
-    from trtkit.precision.calibrate import Int8Calibration
-    return Int8Calibration(None, ImageSet(images, None, "test"), cache)
-
-
-@pytest.mark.parametrize("method, class_name, base", [("entropy", "IInt8EntropyCalibrator2", _Entropy2),
-                                                      ("percentile", "IInt8EntropyCalibrator2", _Entropy2),
-                                                      ("minmax", "IInt8MinMaxCalibrator", _MinMax)])
-def test_the_calibrator_class_matches_the_cache_header(method, class_name, base, tmp_path):
+@pytest.mark.parametrize("method, class_name", [("entropy", "IInt8EntropyCalibrator2"),
+                                                ("percentile", "IInt8EntropyCalibrator2"),
+                                                ("minmax", "IInt8MinMaxCalibrator")])
+def test_the_calibrator_class_matches_the_cache_header(method, class_name, tmp_path):
     cache = str(tmp_path / "model.calib.cache")
     write_cache(cache, {"input": 2.5, "conv": 6.0}, method, (10, 3, 0))
     assert calibrator_class_name(cache) == class_name
-    calibrator = make_calibrator(TRT10, NETWORK, 8, _calibration(None, cache))
-    assert isinstance(calibrator, base)
-    assert calibrator.read_calibration_cache().startswith(b"TRT-100300-")
+    assert calibrator_class_name(str(tmp_path / "absent.cache")) == "IInt8EntropyCalibrator2"
+    feed = CalibrationFeed(None, 8, cache, "input")  # a cache alone is enough: no images needed
+    assert feed.read_calibration_cache().startswith(b"TRT-100300-")
+    feed.write_calibration_cache(b"never overwrites a cache it read")
+    with open(cache, "rb") as handle:
+        assert handle.read().startswith(b"TRT-100300-")
 
 
 def test_a_cache_of_an_unknown_algorithm_is_refused(tmp_path):
@@ -58,24 +39,38 @@ def test_a_cache_of_an_unknown_algorithm_is_refused(tmp_path):
         calibrator_class_name(str(cache))
 
 
+@pytest.mark.skipif(available("torch") and __import__("torch").cuda.is_available(), reason="checks the no-GPU path")
 def test_an_error_inside_get_batch_is_kept_from_tensorrt_and_raised_after_the_build(tmp_path):
     images = np.zeros((16, 3, 8, 8), np.float32)
-    calibrator = make_calibrator(TRT10, NETWORK, 8, _calibration(images, str(tmp_path / "new.cache")))
-    assert calibrator.get_batch_size() == 8 and calibrator.read_calibration_cache() is None
-    # no GPU here: copying the batch to the device fails inside TensorRT's callback
-    assert calibrator.get_batch(["input"]) is None
+    cache = str(tmp_path / "new.cache")
+    feed = CalibrationFeed(images, 8, cache, "input")
+    assert feed.get_batch_size() == 8 and feed.read_calibration_cache() is None
+    # no GPU here: opening the device for the first batch fails inside TensorRT's callback
+    assert feed.get_batch(["input"]) is None
     with pytest.raises(DeviceUnavailable):
-        calibrator.raise_if_failed()
-    calibrator.raise_if_failed()  # raised once
+        feed.raise_if_failed()
+    feed.raise_if_failed()  # raised once
+    feed.write_calibration_cache(b"TRT-100300-EntropyCalibration2\ninput: 3c010a14\n")  # a new cache is written
+    with open(cache, "rb") as handle:
+        assert handle.read().startswith(b"TRT-100300-")
 
 
 def test_too_few_images_and_no_cache_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="fewer than the calibration batch"):
-        make_calibrator(TRT10, NETWORK, 32, _calibration(np.zeros((4, 3, 8, 8), np.float32), str(tmp_path / "c")))
+        CalibrationFeed(np.zeros((4, 3, 8, 8), np.float32), 32, str(tmp_path / "c"), "input")
     with pytest.raises(InputError, match="calibration images or a calibration cache"):
-        make_calibrator(TRT10, NETWORK, 8, None, None)
+        CalibrationFeed(None, 8, None, "input")
+    cache = str(tmp_path / "have.cache")
+    write_cache(cache, {"input": 1.0}, "entropy", (8, 2, 1))
+    feed = CalibrationFeed(np.zeros((4, 3, 8, 8), np.float32), 32, cache, "input")  # too few, but a cache: read
+    assert feed.images is None and feed.get_batch(["input"]) is None and feed.error is None
+
+
+def test_tensorrt_rtx_has_no_calibrators_and_says_so():
+    trt = pytest.importorskip("tensorrt_rtx")
+    network = trt.Builder(trt.Logger(trt.Logger.ERROR)).create_network(0)
     with pytest.raises(InputError, match="calibrators were removed"):
-        make_calibrator(types.SimpleNamespace(__version__="1.2"), NETWORK, 8, None, None)
+        make_calibrator(trt, network, 8, None, None)
 
 
 def test_torch2trt_calibration_items_are_whole_opt_batches():

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from trtkit.backends.base import Backend, Runner, TensorSpec
+from trtkit.backends.base import Runner, TensorSpec
 from trtkit.bf16 import cpu_bf16_native
 from trtkit.deps import available, require
 from trtkit.errors import DeviceUnavailable, InputError
@@ -219,25 +219,11 @@ class CudaEventTimer(object):
         return self._start.elapsed_time(self._end) / 1000.0
 
 
-class TorchBackend(Backend):
-    """Runs checkpoints in PyTorch; has nothing to build."""
-
-    name = "torch"
-    artifact_suffix = ".pt"
-    precisions = ("fp32", "fp16", "bf16")
-    auto_selectable = False
-
-    def availability(self):
-        if not available("torch"):
-            return False, "torch is not installed"
-        return True, "PyTorch on {}".format(default_device())
-
-    def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
-        raise InputError("the torch backend runs checkpoints; it builds no artifacts",
-                         hint="use it for benchmark baselines (trtkit bench), build with onnxruntime or tensorrt")
-
-    def runner(self, artifact_path, options=None):
-        options = options or {}
-        return TorchRunner(artifact_path, model_name=options.get("model"), mode=options.get("mode", "fp32"),
-                           device=options.get("device"), threads=options.get("threads"),
-                           input_size=options.get("input_size"))
+def torch_runner(checkpoint, options=None):
+    """A TorchRunner of ``checkpoint`` for benchmark baselines; ``options``: model, mode, device, threads,
+    input_size. PyTorch runs checkpoints and builds no artifact, so it is no build backend (not in the
+    registry of ``trtkit.backends``)."""
+    options = options or {}
+    return TorchRunner(checkpoint, model_name=options.get("model"), mode=options.get("mode", "fp32"),
+                       device=options.get("device"), threads=options.get("threads"),
+                       input_size=options.get("input_size"))

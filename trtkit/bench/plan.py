@@ -138,7 +138,7 @@ def default_torch_modes(device):
 
 def torch_variants(model_name, checkpoint, modes, threads, input_size=None, display_name=None):
     """PyTorch baselines for a checkpoint; modes that cannot run here become skipped variants."""
-    from trtkit.backends.torch import MODES, TorchBackend, default_device, mode_precision, mode_support
+    from trtkit.backends.torch import MODES, default_device, mode_precision, mode_support, torch_runner
     device = default_device()
     modes = default_torch_modes(device) if modes in (None, "auto") else list(modes)
     variants = []
@@ -147,7 +147,7 @@ def torch_variants(model_name, checkpoint, modes, threads, input_size=None, disp
         options = {"model": model_name, "mode": mode, "device": device, "threads": threads,
                    "input_size": input_size}
         variant = Variant(display_name or model_name, "torch", precision,
-                          (lambda o=options: TorchBackend().runner(checkpoint, o)),
+                          (lambda o=options: torch_runner(checkpoint, o)),
                           variant_label("torch", precision, mode), mode=mode, path=checkpoint)
         usable, reason = mode_support(mode, device)
         if not usable:

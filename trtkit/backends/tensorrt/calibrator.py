@@ -43,83 +43,124 @@ def calibrator_class_name(cache_path):
     return CALIBRATOR_CLASSES[algorithm]
 
 
+class CalibrationFeed(object):
+    """What a calibrator does, apart from TensorRT: hands out the calibration images ``batch`` at a time in
+    device memory, reads or writes the cache, and keeps any error away from TensorRT's callbacks.
+
+    ``images`` (float32 NCHW, or None), ``cache_path`` (read when it exists, else written after calibrating),
+    ``input_name`` (the network input the images feed). Plain Python: tested here without TensorRT; the
+    calibrator class TensorRT needs (``make_calibrator``) only forwards to it.
+    """
+
+    def __init__(self, images, batch, cache_path, input_name, open_device=None):
+        have_cache = bool(cache_path) and os.path.isfile(cache_path)
+        if images is None and not have_cache:
+            raise InputError("implicit INT8 needs calibration images or a calibration cache",
+                             hint="build with --precision int8 (it calibrates), or pass --calib-cache FILE")
+        if images is not None and len(images) < batch:
+            if not have_cache:
+                raise InputError("{} calibration images are fewer than the calibration batch {}".format(
+                    len(images), batch), hint="use more calibration images or a smaller --batch OPT")
+            images = None
+        self.images = images
+        self.batch = batch
+        self.cache_path = cache_path
+        self.have_cache = have_cache
+        self.input_name = input_name
+        self._open_device = open_device
+        self.position = 0
+        self.device = None
+        self.buffer = None
+        self.error = None
+
+    def get_batch_size(self):
+        return self.batch
+
+    def get_batch(self, names):
+        """Device addresses of the next batch for TensorRT's ``names`` (0 for any other input), or None when
+        the images are used up or anything failed (kept for ``raise_if_failed``)."""
+        try:
+            return self._next(names)
+        except BaseException as exc:  # TensorRT must not see it: 8.2 aborts, 10.x ends quietly
+            self.error = exc
+            return None
+
+    def _next(self, names):
+        if self.images is None or self.position + self.batch > len(self.images):
+            return None
+        chunk = np.ascontiguousarray(self.images[self.position:self.position + self.batch], dtype=np.float32)
+        self.position += self.batch
+        if self.device is None:
+            if self._open_device is None:
+                from trtkit.backends.tensorrt.buffers import open_device
+                self._open_device = open_device
+            self.device = self._open_device()
+        if self.buffer is None:
+            self.buffer = self.device.empty(chunk.shape, np.float32)
+        self.device.upload(self.buffer, chunk)
+        # the upload is asynchronous: TensorRT reads the memory as soon as get_batch returns
+        self.device.synchronize()
+        return [self.device.address(self.buffer) if name == self.input_name else 0 for name in names]
+
+    def read_calibration_cache(self):
+        if self.have_cache:
+            log.info("INT8 calibration cache: {}".format(self.cache_path))
+            with open(self.cache_path, "rb") as handle:
+                return handle.read()
+        return None
+
+    def write_calibration_cache(self, cache):
+        if self.cache_path and not self.have_cache:
+            try:
+                write_bytes(self.cache_path, bytes(cache))
+            except BaseException as exc:
+                self.error = exc
+
+    def raise_if_failed(self):
+        """Re-raise what went wrong inside TensorRT's callbacks, now that the build returned."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
 def make_calibrator(trt, network, batch, calibration=None, cache_path=None):
-    """A calibrator over the calibration images and/or a cache file.
+    """A TensorRT calibrator over the calibration images and/or a cache file (a ``CalibrationFeed``).
 
     ``batch`` is the batch TensorRT calibrates with (the profile's OPT batch for a
     dynamic batch); ``calibration`` is the build's ``Int8Calibration`` (its images,
     and the cache the calibration module wrote); ``cache_path`` a user's cache
-    file (read when it exists, else written after calibrating).
+    file (read when it exists, else written after calibrating). The class derives
+    from the calibrator that reads the cache's algorithm (``calibrator_class_name``).
     """
     from trtkit.backends.tensorrt import api
-    from trtkit.backends.tensorrt.buffers import open_device
     if calibration is not None and not cache_path:
         cache_path = calibration.trt_cache
-    have_cache = bool(cache_path) and os.path.isfile(cache_path)
     class_name = calibrator_class_name(cache_path)
     if not api.has(trt, class_name):
         raise InputError("TensorRT {} has no {} (INT8 calibrators were removed)".format(trt.__version__, class_name),
                          hint="use the Q/DQ INT8 path (the default)")
     images = calibration.image_array() if calibration is not None else None
-    if images is None and not have_cache:
-        raise InputError("implicit INT8 needs calibration images or a calibration cache",
-                         hint="build with --precision int8 (it calibrates), or pass --calib-cache FILE")
-    if images is not None and len(images) < batch:
-        if not have_cache:
-            raise InputError("{} calibration images are fewer than the calibration batch {}".format(
-                len(images), batch), hint="use more calibration images or a smaller --batch OPT")
-        images = None
-    input_name = network.get_input(0).name
+    feed = CalibrationFeed(images, batch, cache_path, network.get_input(0).name)
     base = getattr(trt, class_name)
 
     class Calibrator(base):
         def __init__(self):
             base.__init__(self)
-            self.position = 0
-            self.device = None
-            self.buffer = None
-            self.error = None
+            self.feed = feed
 
         def get_batch_size(self):
-            return batch
+            return feed.get_batch_size()
 
         def get_batch(self, names, p_str=None):
-            try:
-                return self._next(names)
-            except BaseException as exc:  # TensorRT must not see it: 8.2 aborts, 10.x ends quietly
-                self.error = exc
-                return None
-
-        def _next(self, names):
-            if images is None or self.position + batch > len(images):
-                return None
-            chunk = np.ascontiguousarray(images[self.position:self.position + batch], dtype=np.float32)
-            self.position += batch
-            if self.device is None:
-                self.device = open_device()
-            if self.buffer is None:
-                self.buffer = self.device.empty(chunk.shape, np.float32)
-            self.device.upload(self.buffer, chunk)
-            return [self.device.address(self.buffer) if name == input_name else 0 for name in names]
+            return feed.get_batch(names)
 
         def read_calibration_cache(self):
-            if have_cache:
-                log.info("INT8 calibration cache: {}".format(cache_path))
-                with open(cache_path, "rb") as handle:
-                    return handle.read()
-            return None
+            return feed.read_calibration_cache()
 
         def write_calibration_cache(self, cache):
-            if cache_path and not have_cache:
-                try:
-                    write_bytes(cache_path, bytes(cache))
-                except BaseException as exc:
-                    self.error = exc
+            feed.write_calibration_cache(cache)
 
         def raise_if_failed(self):
-            """Re-raise what went wrong inside TensorRT's callbacks, now that the build returned."""
-            if self.error is not None:
-                error, self.error = self.error, None
-                raise error
+            feed.raise_if_failed()
 
     return Calibrator()
