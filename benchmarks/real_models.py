@@ -45,7 +45,20 @@ def main(argv=None):
     parser.add_argument("--trtkit", action="store_true", help="also run trtkit build fp32,fp16,int8 (onnxruntime)")
     parser.add_argument("--precision", default="fp32,fp16,int8", help="for --trtkit")
     parser.add_argument("--out", default="/tmp", help="for --trtkit: builds go to OUT/rm_NAME")
+    parser.add_argument("--speed", action="store_true",
+                        help="per model: FP32/FP16/INT8-default/auto accuracy, agreement and img/s on ONNX Runtime "
+                             "and OpenVINO beside OpenVINO NNCF's INT8, one interleaved run; results written to "
+                             "benchmarks/results/<cpu>/real_models.{json,md}")
+    parser.add_argument("--rounds", type=int, default=5, help="with --speed: interleaved rounds (default: 5)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="with --speed: seconds per runtime per round")
+    parser.add_argument("--threads", type=int, default=2, help="with --speed: threads per runtime (default: 2)")
+    parser.add_argument("--max-drop", type=float, default=1.0, help="with --speed: the auto budget (default: 1)")
     args = parser.parse_args(argv)
+    if args.speed:
+        from benchmarks.real_models.speed import run
+        run(args.models.split(","), args.count, args.rounds, args.seconds, args.threads, 8, args.max_drop,
+            os.path.join(ROOT, "benchmarks", "results"))
+        return 0
 
     rows, failed = [], 0
     for name in args.models.split(","):
