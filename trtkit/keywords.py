@@ -56,3 +56,18 @@ def unknown(keyword, known, what="trtkit.build()"):
 def args_values(cls, args):
     """``{keyword: value}`` of ``cls.KEYWORDS`` read from parsed flags (flags a command lacks are left out)."""
     return dict((k, getattr(args, k)) for k in cls.KEYWORDS if hasattr(args, k))
+
+
+class KeywordOptions(object):
+    """Base of an option object made from its declared ``KEYWORDS``: ``from_keywords(**values)`` (the API)
+    and ``from_args(args)`` (the same call on parsed flags)."""
+
+    KEYWORDS = {}
+
+    @classmethod
+    def from_keywords(cls, **values):
+        return cls(**parameters(cls, values))
+
+    @classmethod
+    def from_args(cls, args):
+        return cls.from_keywords(**args_values(cls, args))

@@ -7,13 +7,14 @@ repeated from what the manifest says.
 """
 
 from trtkit.errors import InputError
+from trtkit.keywords import KeywordOptions
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, check_method
 
 DEFAULT_CALIB_IMAGES = 512
 DEFAULT_CALIB_BATCH = 32
 
 
-class CalibrationConfig(object):
+class CalibrationConfig(KeywordOptions):
     """How INT8 ranges are computed.
 
     ``data`` is the image source (None: the caller's default, the build's
@@ -96,15 +97,6 @@ class CalibrationConfig(object):
                 "no_calib_cache": ("use_cache", lambda no: not no), "trt_version": "trt_version",
                 "cpu_isa": "cpu_isa"}  # keyword (= flag) -> parameter
 
-    @classmethod
-    def from_keywords(cls, **values):
-        from trtkit.keywords import parameters
-        return cls(**parameters(cls, values))
-
-    @classmethod
-    def from_args(cls, args):
-        from trtkit.keywords import args_values
-        return cls.from_keywords(**args_values(cls, args))
 
 
 def _version(value):

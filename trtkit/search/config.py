@@ -1,6 +1,7 @@
 """SearchConfig: the accuracy budget of ``--precision auto`` and how hard to look, validated when made."""
 
 from trtkit.errors import InputError
+from trtkit.keywords import KeywordOptions
 
 DEFAULT_MAX_DROP = 1.0      # top-1 points (accuracy when labelled, agreement otherwise)
 DEFAULT_TUNE_IMAGES = 256
@@ -8,7 +9,7 @@ DEFAULT_METHODS = ("entropy", "percentile")
 MIN_TIMING_SECONDS = 1.0    # every candidate is timed at least this long, whatever --bench-seconds says
 
 
-class SearchConfig(object):
+class SearchConfig(KeywordOptions):
     """``max_drop``: top-1 points the chosen variant may lose against FP32 (accuracy on labelled held-out
     data, agreement otherwise); ``tune_images``: images of the tune split (the train split, never the
     final held-out one) that rank layers and size the mixed variant; ``methods``: calibration methods
@@ -41,12 +42,3 @@ class SearchConfig(object):
 
     KEYWORDS = {"max_drop": "max_drop", "tune_images": "tune_images"}  # keyword (= flag) -> parameter
 
-    @classmethod
-    def from_keywords(cls, **values):
-        from trtkit.keywords import parameters
-        return cls(**parameters(cls, values))
-
-    @classmethod
-    def from_args(cls, args):
-        from trtkit.keywords import args_values
-        return cls.from_keywords(**args_values(cls, args))

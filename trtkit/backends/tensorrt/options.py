@@ -8,12 +8,13 @@ once, so a bad value fails before any model is exported.
 """
 
 from trtkit.errors import InputError
+from trtkit.keywords import KeywordOptions
 
 VIAS = ("onnx", "torch2trt")
 INT8_PATHS = ("qdq", "implicit")
 
 
-class TensorRTOptions(object):
+class TensorRTOptions(KeywordOptions):
     """``batch``: (min, opt, max) or None (the build's default profile); ``workspace_mib``: builder
     workspace (None: the TensorRT default); ``timing_cache``: file path (None: one per TensorRT and
     GPU in trtkit's cache); ``dla_core``: int or None; ``compute_capabilities``: list like
@@ -94,15 +95,6 @@ class TensorRTOptions(object):
                 "dla_core": "dla_core", "compute_capability": "compute_capabilities", "via": "via",
                 "int8_path": "int8_path", "calib_cache": "calib_cache"}  # keyword (= flag) -> parameter
 
-    @classmethod
-    def from_keywords(cls, **values):
-        from trtkit.keywords import parameters
-        return cls(**parameters(cls, values))
-
-    @classmethod
-    def from_args(cls, args):
-        from trtkit.keywords import args_values
-        return cls.from_keywords(**args_values(cls, args))
 
 
 def parse_batch(value):
