@@ -46,7 +46,8 @@ def measure_model(name, count, rounds, seconds, threads, batch, max_drop, work):
               ("onnxruntime int8 (trtkit default)", ort(plain.artifact("int8")["file"])),
               ("openvino fp32", ov(fp32_path)), ("openvino int8 (trtkit default)", ov(plain.artifact("int8")["file"])),
               ("openvino int8 (NNCF)", ov(nncf_path)),
-              ("trtkit auto: {} on {}".format(chosen.split(".", 1)[-1], chosen_record["backend"]),
+              ("trtkit auto: {} on {}".format(chosen[len(auto.manifest["model"]["name"]) + 1:],
+                                              chosen_record["backend"]),
                lambda: backend.runner(chosen_record["file"], {"threads": threads}))]
     runners = {}
     for label, make in makers:
