@@ -115,7 +115,8 @@ def run(names, count, rounds, seconds, threads, batch, max_drop, out_dir):
     device = device_record()
     work = tempfile.mkdtemp(prefix="trtkit-real-speed-")
     record = {"when": time.strftime("%Y-%m-%d %H:%M"), "device": device["slug"],
-              "cpu": device.get("cpu") or platform.processor(), "cpu_isa": this_cpu().to_dict(),
+              "cpu": (device.get("cpu") or {}).get("model") if isinstance(device.get("cpu"), dict)
+              else (device.get("cpu") or platform.processor()), "cpu_isa": this_cpu().to_dict(),
               "versions": {"trtkit": trtkit.__version__, "onnxruntime": onnxruntime.__version__,
                            "openvino": openvino.__version__, "nncf": nncf.__version__},
               "batch": batch, "threads": threads, "rounds": rounds, "seconds_per_round": seconds,
