@@ -224,13 +224,12 @@ def main(argv):
     try:
         record, code = measure(name, settings, work), 0
     except Exception as exc:  # the parent prints one line per failed model and goes on with the others
-        text = str(exc).strip().splitlines()
-        hint = getattr(exc, "hint", None)
-        record = {"error": "{}: {}{}".format(type(exc).__name__, text[0] if text else "",
-                                             " ({})".format(hint) if hint else "")}
-        code = 1
-        import traceback
-        traceback.print_exc()
+        text = str(exc).strip().splitlines()  # a TrtkitError's message already ends with its hint
+        record, code = {"error": "{}: {}".format(type(exc).__name__, text[0] if text else "")}, 1
+        from trtkit.errors import TrtkitError
+        if not isinstance(exc, TrtkitError):  # a user-level error says enough in one line; anything else: where
+            import traceback
+            traceback.print_exc()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     with open(result_path, "w") as handle:
