@@ -52,9 +52,9 @@ def speed(args, names):
     """--speed: one record for ``names``; exit 1 when a model failed."""
     from benchmarks.real_models.speed_run import Settings, run
     quick = args.quick
-    settings = Settings(count=args.count or (32 if quick else 200), rounds=args.rounds or (1 if quick else 5),
+    settings = Settings(count=args.count or (32 if quick else 200), rounds=args.rounds or (1 if quick else 8),
                         seconds=args.seconds or (0.2 if quick else 1.0), threads=args.threads, batch=args.batch,
-                        max_drop=args.max_drop, seed=args.seed)
+                        max_drop=args.max_drop, seed=args.seed, wait_quiet=args.wait_quiet)
     out = args.out or (os.path.join(tempfile.gettempdir(), "trtkit-real-models-quick") if quick else
                        os.path.join(ROOT, "benchmarks", "results"))
     command = "python benchmarks/real_models.py " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
@@ -78,13 +78,16 @@ def main(argv=None):
                        help="per model: FP32/FP16/INT8-default/auto accuracy, agreement and img/s on ONNX Runtime "
                             "and OpenVINO beside OpenVINO NNCF's INT8, one interleaved run; writes "
                             "OUT/<device>/real_models.{json,md}")
-    group.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default: 5)")
+    group.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default: 8)")
     group.add_argument("--seconds", type=float, default=None,
                        help="seconds per runtime per round (default: 1)")
     group.add_argument("--threads", type=int, default=2, help="threads per runtime (default: 2)")
     group.add_argument("--batch", type=int, default=8, help="images per timed run (default: 8)")
     group.add_argument("--max-drop", type=float, default=None, metavar="POINTS",
                        help="the accuracy budget of the auto build (default: trtkit's)")
+    group.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                       help="before timing each model, wait up to S seconds until other processes use < 10%% of "
+                            "the CPU (default: 0, do not wait)")
     group.add_argument("--quick", action="store_true",
                        help="a smoke run: --count 32, 1 round of 0.2 s unless given, results to a temporary "
                             "folder unless --out is given (never over the committed figures)")

@@ -35,7 +35,7 @@ COLUMNS = {"runtime", "backend", "precision", "made_by", "artifact", "images", "
            "vs_nncf_int8"}
 VERDICT = {"metric", "budget_points", "chosen", "chosen_drop_points", "within_budget", "nncf_drop_points",
            "nncf_keeps_budget", "baseline", "agreement_chosen", "agreement_baseline", "agrees_at_least_as_well",
-           "speed_vs_baseline", "at_least_as_fast", "met"}
+           "speed_vs_baseline", "speed_vs_baseline_per_round", "at_least_as_fast", "met"}
 FLAGS = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}
 
 

@@ -89,9 +89,11 @@ def model_table(name, model):
             r["top1_agreement"], r["drop_points"], r["img_per_s"], min(r["img_per_s_per_round"]),
             max(r["img_per_s_per_round"]), "-" if r["vs_nncf_int8"] is None else "{:.2f}x".format(r["vs_nncf_int8"])))
     v = model["verdict"]
-    lines += ["", "others' CPU share per round: {}; trtkit builds {} s, nncf.quantize {} s".format(
+    lines += ["", "others' CPU share per round: {}{}; trtkit builds {} s, nncf.quantize {} s".format(
         ", ".join("?" if s is None else "{:.0%}".format(s) for s in model["others_cpu_share_per_round"]),
-        model["seconds"]["trtkit_builds"], model["seconds"]["nncf_quantize"]), "", verdict_line(v)]
+        " (after waiting {} s for a quieter machine)".format(model["waited_for_quiet_seconds"])
+        if model.get("waited_for_quiet_seconds") else "", model["seconds"]["trtkit_builds"],
+        model["seconds"]["nncf_quantize"]), "", verdict_line(v)]
     return lines
 
 
@@ -100,10 +102,12 @@ def verdict_line(v):
         return "goal not met: neither NNCF's INT8 nor OpenVINO FP32 keeps the budget (nothing to compare with)"
     against = "NNCF's INT8" if v["baseline"] == NNCF else "{} (NNCF's INT8 loses {:.2f} points, over the budget)".format(
         v["baseline"], v["nncf_drop_points"])
-    return "chosen {}: drop {:.2f} points ({}), agreement {:.1%} vs {:.1%}, {:.2f}x the speed of {}: goal {}".format(
+    per_round = v.get("speed_vs_baseline_per_round") or [0.0]
+    return ("chosen {}: drop {:.2f} points ({}), agreement {:.1%} vs {:.1%}, {:.2f}x the speed of {} (median of "
+            "per-round ratios, {:.2f}x..{:.2f}x): goal {}").format(
         v["chosen"], v["chosen_drop_points"], "within budget" if v["within_budget"] else "OVER budget",
-        v["agreement_chosen"], v["agreement_baseline"], v["speed_vs_baseline"] or 0.0, against,
-        "**met**" if v["met"] else "NOT met")
+        v["agreement_chosen"], v["agreement_baseline"], v["speed_vs_baseline"] or 0.0, against, min(per_round),
+        max(per_round), "**met**" if v["met"] else "NOT met")
 
 
 def markdown(record):
