@@ -91,7 +91,7 @@ def model_table(name, model):
     v = model["verdict"]
     lines += ["", "others' CPU share per round: {}{}; trtkit builds {} s, nncf.quantize {} s".format(
         ", ".join("?" if s is None else "{:.0%}".format(s) for s in model["others_cpu_share_per_round"]),
-        " (after waiting {} s for a quieter machine)".format(model["waited_for_quiet_seconds"])
+        " (timed after {} s of waiting until others used < 10%)".format(model["waited_for_quiet_seconds"])
         if model.get("waited_for_quiet_seconds") else "", model["seconds"]["trtkit_builds"],
         model["seconds"]["nncf_quantize"]), "", verdict_line(v)]
     return lines
@@ -134,7 +134,7 @@ def run(names, settings, out_dir, command):
         text = "\n".join(model_table(name, model))
         print(("{}: failed: {}".format(name, model["error"]) if "error" in model else text) + "\n", flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
-    folder = os.path.join(out_dir, record["device"])
+    folder = os.path.normpath(os.path.join(out_dir, record["device"]))
     if not os.path.isdir(folder):
         os.makedirs(folder)
     write_json(os.path.join(folder, "real_models.json"), record)
