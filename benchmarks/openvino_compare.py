@@ -41,6 +41,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.common import nncf_int8, paired_ratio, time_rounds, wait_quiet  # noqa: E402
+
 NNCF_KEY = "openvino_int8_nncf"
 
 
@@ -97,20 +99,6 @@ def random_resnet18(work, size):
     return path, model.input_contract
 
 
-def nncf_int8(fp32, images, work):
-    """OpenVINO's own INT8: ``nncf.quantize`` (default preset) on the calibration images, saved as IR."""
-    import nncf
-    import openvino as ov
-    model = ov.Core().read_model(fp32)
-    dataset = nncf.Dataset([images[i:i + 1] for i in range(images.shape[0])])
-    start = time.time()
-    quantized = nncf.quantize(model, dataset, subset_size=images.shape[0])
-    seconds = time.time() - start
-    path = os.path.join(work, "resnet18.int8-nncf.xml")
-    ov.save_model(quantized, path, compress_to_fp16=False)
-    return path, seconds
-
-
 def make_rows(args, fp32, calib, chosen, work):
     """[(key, label, runner factory)] of every runtime to time."""
     from trtkit.backends import get_backend
@@ -120,7 +108,7 @@ def make_rows(args, fp32, calib, chosen, work):
     result = calibrate(fp32, calib, args.method, batch_size=args.batch)
     int8 = {enc: save_qdq(fp32, result.ranges, enc, os.path.join(work, "resnet18.int8-{}.onnx".format(enc)))
             for enc in ("cpu", "tensorrt")}
-    nncf_path, nncf_seconds = nncf_int8(fp32, calib.images, work)
+    nncf_path, nncf_seconds = nncf_int8(fp32, calib.images, os.path.join(work, "resnet18.int8-nncf.xml"))
     t = args.threads
     ort = lambda path: (lambda: OnnxRuntimeRunner(path, providers=["CPUExecutionProvider"], threads=t))  # noqa: E731
     ov = lambda path, **kw: (lambda: OpenVINORunner(path, threads=t, **kw))  # noqa: E731
@@ -142,76 +130,15 @@ def make_rows(args, fp32, calib, chosen, work):
                   "nncf_quantize_seconds": round(nncf_seconds, 1)}
 
 
-def cpu_seconds():
-    """(busy CPU seconds of the whole machine, of this process), or None where /proc/stat is missing."""
-    try:
-        with open("/proc/stat") as handle:
-            fields = [int(v) for v in handle.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    tick = float(os.sysconf("SC_CLK_TCK"))
-    own = os.times()
-    return (sum(fields[:8]) - idle) / tick, own.user + own.system
-
-
-def others_share(before, after, wall):
-    """The share of the machine's CPU time that other processes used between two ``cpu_seconds()``."""
-    if before is None or after is None or wall <= 0:
-        return None
-    busy = (after[0] - before[0]) - (after[1] - before[1])
-    return round(max(0.0, busy) / (wall * (os.cpu_count() or 1)), 3)
-
-
-def wait_quiet(limit, share=0.1, window=5.0):
-    """Wait (up to ``limit`` seconds) until other processes use less than ``share`` of the CPU for ``window`` s."""
-    start = time.time()
-    while time.time() - start < limit:
-        before = cpu_seconds()
-        time.sleep(window)
-        used = others_share(before, cpu_seconds(), window)
-        if used is None or used < share:
-            break
-        print("waiting for a quieter machine: others use {:.0%} of the CPU".format(used), flush=True)
-    return round(time.time() - start, 1)
-
-
-def time_rounds(runners, batch, rounds, seconds):
-    """({key: [img/s per round]}, [others' CPU share per round]).
-
-    Every round times each runner once, the order rotating between rounds; the
-    share of the CPU that other processes took during the round is recorded
-    (a shared machine's neighbours show up there, not silently in the figures).
-    """
-    from trtkit.bench.timing import measure_latency
-    figures = dict((key, []) for key in runners)
-    shares = []
-    keys = list(runners)
-    for index in range(rounds):
-        order = keys[index % len(keys):] + keys[:index % len(keys)]
-        before, start = cpu_seconds(), time.time()
-        for key in order:
-            runner = runners[key]
-            stats = measure_latency(lambda: runner.infer(batch), warmup_seconds=0.3, min_seconds=seconds,
-                                    min_iterations=3)
-            figures[key].append(batch.shape[0] / stats.median)
-        shares.append(others_share(before, cpu_seconds(), time.time() - start))
-        print("round {}/{} (others used {} of the CPU): {}".format(
-            index + 1, rounds, "?" if shares[-1] is None else "{:.0%}".format(shares[-1]),
-            "  ".join("{} {:.0f}".format(k, figures[k][-1]) for k in keys)), flush=True)
-    return figures, shares
-
-
 def summarize(figures, labels, agreement):
     import numpy as np
     base = figures.get(NNCF_KEY)
     rows = []
     for key, values in figures.items():
-        ratios = [v / b for v, b in zip(values, base)] if base else None
         rows.append({"key": key, "label": labels[key], "ips": round(float(np.median(values)), 1),
                      "ips_min": round(float(min(values)), 1), "ips_max": round(float(max(values)), 1),
                      "per_round": [round(v, 1) for v in values],
-                     "vs_openvino_nncf_int8": round(float(np.median(ratios)), 3) if ratios else None,
+                     "vs_openvino_nncf_int8": paired_ratio(values, base),
                      "agreement_vs_onnxruntime_fp32": agreement.get(key)})
     return rows
 

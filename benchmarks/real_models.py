@@ -3,6 +3,8 @@
     python benchmarks/real_models.py                      # all models, 200 held-out images each
     python benchmarks/real_models.py --models ccexam_mnist --count 1000
     python benchmarks/real_models.py --trtkit             # also run `trtkit build` fp32,fp16,int8 on ONNX Runtime
+    python benchmarks/real_models.py --speed              # trtkit vs OpenVINO NNCF INT8: accuracy, agreement, img/s
+    python benchmarks/real_models.py --speed --quick --models chessvision_pieces   # a smoke run (~1 min)
 
 The accuracy is that of the FP32 ONNX model in ONNX Runtime with each package's
 own preprocessing (benchmarks/real_models/reference.py), i.e. a check that the
@@ -12,12 +14,21 @@ error) is printed after the reference numbers: what trtkit does with contracts
 it was not written around. Models are cached in $TRTKIT_REAL_MODELS
 (default ~/.cache/trtkit/real_models); the Keras one needs keras 3 (see
 docs/real-models.md).
+
+With --speed, per model: trtkit's FP32 / FP16 / INT8 (default) on ONNX Runtime
+and OpenVINO, and the artifact `--precision auto --backend auto` chose, beside
+OpenVINO NNCF's own INT8 of the same model; accuracy, agreement with FP32 and
+img/s (batch 8, one interleaved run) and whether the goal is met (the chosen
+artifact keeps the budget, agrees with FP32 at least as well as NNCF's INT8
+and is at least as fast). Each model runs in its own process; results go to
+benchmarks/results/<device>/real_models.{json,md} (docs/real-models.md).
 """
 
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -37,31 +48,61 @@ def run_trtkit(name, onnx_file, images, precision, out_root):
     return result.returncode, " ".join(command), result.stdout
 
 
+def speed(args, names):
+    """--speed: one record for ``names``; exit 1 when a model failed."""
+    from benchmarks.real_models.speed_run import Settings, run
+    quick = args.quick
+    settings = Settings(count=args.count or (32 if quick else 200), rounds=args.rounds or (1 if quick else 8),
+                        seconds=args.seconds or (0.2 if quick else 1.0), threads=args.threads, batch=args.batch,
+                        max_drop=args.max_drop, seed=args.seed, wait_quiet=args.wait_quiet)
+    out = args.out or (os.path.join(tempfile.gettempdir(), "trtkit-real-models-quick") if quick else
+                       os.path.join(ROOT, "benchmarks", "results"))
+    command = "python benchmarks/real_models.py " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+    record = run(names, settings, out, command.strip())
+    return 1 if any("error" in m for m in record["models"].values()) else 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma list (default: all): " + ", ".join(MODELS))
-    parser.add_argument("--count", type=int, default=200, help="held-out images per model (and as many train)")
+    parser.add_argument("--count", type=int, default=None,
+                        help="held-out images per model (and as many train; default: 200, --quick: 32)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trtkit", action="store_true", help="also run trtkit build fp32,fp16,int8 (onnxruntime)")
     parser.add_argument("--precision", default="fp32,fp16,int8", help="for --trtkit")
-    parser.add_argument("--out", default="/tmp", help="for --trtkit: builds go to OUT/rm_NAME")
-    parser.add_argument("--speed", action="store_true",
-                        help="per model: FP32/FP16/INT8-default/auto accuracy, agreement and img/s on ONNX Runtime "
-                             "and OpenVINO beside OpenVINO NNCF's INT8, one interleaved run; results written to "
-                             "benchmarks/results/<cpu>/real_models.{json,md}")
-    parser.add_argument("--rounds", type=int, default=5, help="with --speed: interleaved rounds (default: 5)")
-    parser.add_argument("--seconds", type=float, default=1.0, help="with --speed: seconds per runtime per round")
-    parser.add_argument("--threads", type=int, default=2, help="with --speed: threads per runtime (default: 2)")
-    parser.add_argument("--max-drop", type=float, default=1.0, help="with --speed: the auto budget (default: 1)")
+    parser.add_argument("--out", default=None,
+                        help="--trtkit: builds go to OUT/rm_NAME (default /tmp); --speed: results go to "
+                             "OUT/<device>/ (default benchmarks/results)")
+    group = parser.add_argument_group("speed and accuracy beside OpenVINO NNCF's INT8 (--speed)")
+    group.add_argument("--speed", action="store_true",
+                       help="per model: FP32/FP16/INT8-default/auto accuracy, agreement and img/s on ONNX Runtime "
+                            "and OpenVINO beside OpenVINO NNCF's INT8, one interleaved run; writes "
+                            "OUT/<device>/real_models.{json,md}")
+    group.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default: 8)")
+    group.add_argument("--seconds", type=float, default=None,
+                       help="seconds per runtime per round (default: 1)")
+    group.add_argument("--threads", type=int, default=2, help="threads per runtime (default: 2)")
+    group.add_argument("--batch", type=int, default=8, help="images per timed run (default: 8)")
+    group.add_argument("--max-drop", type=float, default=None, metavar="POINTS",
+                       help="the accuracy budget of the auto build (default: trtkit's)")
+    group.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                       help="before timing each model, wait up to S seconds until other processes use < 10%% of "
+                            "the CPU (default: 0, do not wait)")
+    group.add_argument("--quick", action="store_true",
+                       help="a smoke run: --count 32, 1 round of 0.2 s unless given, results to a temporary "
+                            "folder unless --out is given (never over the committed figures)")
     args = parser.parse_args(argv)
-    if args.speed:
-        from benchmarks.real_models.speed import run
-        run(args.models.split(","), args.count, args.rounds, args.seconds, args.threads, 8, args.max_drop,
-            os.path.join(ROOT, "benchmarks", "results"))
-        return 0
-
+    args.argv = argv
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error("unknown model(s) {}; known: {}".format(", ".join(unknown), ", ".join(MODELS)))
+    if args.speed or args.quick:
+        return speed(args, names)
+    args.count = args.count or 200
+    args.out = args.out or "/tmp"
     rows, failed = [], 0
-    for name in args.models.split(","):
+    for name in names:
         model = MODELS[name]
         started = time.time()
         try:

@@ -1,145 +1,245 @@
-"""Per real model: trtkit's FP32 / FP16 / INT8 (default) / auto beside OpenVINO NNCF's own INT8, in one run.
+"""One real model measured: trtkit's FP32 / FP16 / INT8 (default) / auto beside OpenVINO NNCF's own INT8.
 
-Accuracy and agreement with FP32 come from one comparison for every row (trtkit's ``Comparison`` with the
-model's own decision rule, on the same held-out images); img/s from interleaved rounds (every runtime timed
-once per round, the order rotating), batch 8, the given threads. NNCF quantizes the same FP32 graph on the
-same calibration images, preprocessed by the same input contract. The goal the issue sets, per model: the
-chosen artifact is within the accuracy budget, agrees with FP32 at least as well as NNCF's INT8, and is at
-least as fast.
+Run by ``benchmarks/real_models.py --speed`` in a child process per model
+(``python -m benchmarks.real_models.speed NAME SETTINGS_JSON RESULT_JSON``), so
+a model's memory is given back when it ends and a crash (a segfault in a
+converter, the OOM killer) fails that model alone.
+
+Everything goes through trtkit's public surface: ``trtkit.build`` makes the
+variants (``fp32,fp16,int8`` on ONNX Runtime, and ``--precision auto --backend
+auto`` for the chosen one), the manifest JSON says which file is which, what the
+output holds and the input contract; the backend registry opens each file with
+the same thread count. OpenVINO reads trtkit's ONNX variants directly, so the
+same FP32/FP16/INT8 files are timed on both runtimes. NNCF quantizes the same
+FP32 graph (``nncf.quantize``, default preset) on the same calibration images
+as trtkit's INT8 (the train split, the count the manifest records), decoded by
+the same input contract. Every row is scored by trtkit's own ``Comparison``
+(the model's decision rule) against ONNX Runtime FP32 on the same held-out
+images, streamed a batch at a time; img/s come from one interleaved run
+(``benchmarks.common.time_rounds``).
 """
 
+import json
 import os
-import tempfile
+import shutil
+import sys
+import time
 
-import numpy as np
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from benchmarks.openvino_compare import nncf_int8, time_rounds
+from benchmarks.common import nncf_int8, paired_ratio, time_rounds, wait_quiet  # noqa: E402
+
+# (key, backend, precision, made by): every model's rows, in table order; "auto" is filled from the selection
+ROWS = (("onnxruntime fp32", "onnxruntime", "fp32", "trtkit"),
+        ("onnxruntime fp16", "onnxruntime", "fp16", "trtkit"),
+        ("onnxruntime int8", "onnxruntime", "int8", "trtkit"),
+        ("openvino fp32", "openvino", "fp32", "trtkit"),
+        ("openvino fp16", "openvino", "fp16", "trtkit"),
+        ("openvino int8", "openvino", "int8", "trtkit"),
+        ("trtkit auto", None, None, "trtkit"),
+        ("openvino nncf int8", "openvino", "int8", "nncf"))
+REFERENCE = "onnxruntime fp32"
+NNCF = "openvino nncf int8"
+AUTO = "trtkit auto"
+# OpenVINO's own artifacts, best first: when NNCF's INT8 loses more than the budget the goal is set against the
+# fastest of these that keeps it
+OPENVINO_OWN = (NNCF, "openvino fp32")
+DEFAULT_CALIB_IMAGES = 512  # trtkit's default, used when a manifest does not record the count
 
 
-def measure_model(name, count, rounds, seconds, threads, batch, max_drop, work):
-    """The rows of one model (a dict per runtime) and its verdict."""
+class Settings(object):
+    """How one model is measured (the parent passes it to the child as JSON)."""
+
+    FIELDS = ("count", "rounds", "seconds", "threads", "batch", "max_drop", "verify_batch", "seed", "wait_quiet")
+
+    def __init__(self, count=200, rounds=8, seconds=1.0, threads=2, batch=8, max_drop=None, verify_batch=32, seed=0,
+                 wait_quiet=0.0):
+        self.count, self.rounds, self.seconds, self.threads = int(count), int(rounds), float(seconds), int(threads)
+        self.batch, self.max_drop, self.verify_batch, self.seed = int(batch), max_drop, int(verify_batch), int(seed)
+        self.wait_quiet = float(wait_quiet or 0.0)  # seconds to wait at most for a quiet machine before timing
+
+    def to_dict(self):
+        return dict((field, getattr(self, field)) for field in self.FIELDS)
+
+    @classmethod
+    def from_dict(cls, values):
+        return cls(**dict((k, v) for k, v in values.items() if k in cls.FIELDS))
+
+
+def open_runner(backend, path, threads):
+    """An activated runner of ``path`` on trtkit's ``backend`` with ``threads`` threads."""
+    from trtkit.backends import get_backend
+    runner = get_backend(backend).runner(path, {"threads": threads})
+    runner.activate()
+    return runner
+
+
+class Reiterable(object):
+    """The images of a Selection, one (1, C, H, W) array at a time, decoded again on every pass: NNCF's dataset
+    (it iterates more than once) without holding the calibration set in memory."""
+
+    def __init__(self, selection, batch):
+        self.selection, self.batch = selection, batch
+
+    def __len__(self):
+        return len(self.selection)
+
+    def __iter__(self):
+        for images, _ in self.selection.batches(self.batch, progress=False):
+            for index in range(images.shape[0]):
+                yield images[index:index + 1]
+
+
+def build_variants(name, settings, work):
+    """(plain BuildResult: fp32,fp16,int8 on ONNX Runtime; auto BuildResult; data dir) of model ``name``."""
     import trtkit
     from benchmarks.real_models import prepare
-    from trtkit.backends import get_backend
-    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
-    from trtkit.backends.openvino import OpenVINORunner
-    from trtkit.contract import InputContract
-    from trtkit.data import select
-    from trtkit.pipeline.verify import Comparison, run_batches
-    onnx_file, images, contract_kw = prepare(name, count)
+    onnx_file, images, contract = prepare(name, settings.count, seed=settings.seed)
     plain = trtkit.build(onnx=onnx_file, data=images, precision="fp32,fp16,int8", backend="onnxruntime",
-                         out=os.path.join(work, name, "plain"), bench_seconds=0, verify_images="all", **contract_kw)
-    auto = trtkit.build(onnx=onnx_file, data=images, precision="auto", backend="auto", max_drop=max_drop,
-                        out=os.path.join(work, name, "auto"), verify_images="all", **contract_kw)
-    kind = plain.manifest.output_kind
-    contract = InputContract.from_dict(plain.manifest["model"]["input"])
-    heldout = select(images, contract, split="heldout").load(progress=False)
-    calib = select(images, contract, split="train", limit=count, seed=0).load(progress=False)
-    fp32_path = plain.artifact("fp32")["file"]
+                         out=os.path.join(work, "plain"), bench_seconds=0, **contract)
+    extra = {} if settings.max_drop is None else {"max_drop": settings.max_drop}
+    auto = trtkit.build(onnx=onnx_file, data=images, precision="auto", backend="auto",
+                        out=os.path.join(work, "auto"), **dict(contract, **extra))
+    return plain, auto, images
+
+
+def artifact_of(result, precision):
+    """The manifest record (with ``file``) of ``precision`` in a BuildResult."""
+    return [a for a in result.artifacts if a["precision"] == precision][0]
+
+
+def row_specs(plain, auto):
+    """{key: dict(backend, precision, made_by, artifact, file)} for every row but NNCF's."""
     chosen = auto.manifest["selection"]["chosen"]
     chosen_record = [a for a in auto.artifacts if a["name"] == chosen][0]
-    nncf_path, nncf_seconds = nncf_int8(fp32_path, calib.images, os.path.join(work, name))
-    ort = lambda path: (lambda: OnnxRuntimeRunner(path, providers=["CPUExecutionProvider"], threads=threads))  # noqa
-    ov = lambda path: (lambda: OpenVINORunner(path, threads=threads))  # noqa: E731
-    backend = get_backend(chosen_record["backend"])
-    makers = [("onnxruntime fp32", ort(fp32_path)), ("onnxruntime fp16", ort(plain.artifact("fp16")["file"])),
-              ("onnxruntime int8 (trtkit default)", ort(plain.artifact("int8")["file"])),
-              ("openvino fp32", ov(fp32_path)), ("openvino int8 (trtkit default)", ov(plain.artifact("int8")["file"])),
-              ("openvino int8 (NNCF)", ov(nncf_path)),
-              ("trtkit auto: {} on {}".format(chosen[len(auto.manifest["model"]["name"]) + 1:],
-                                              chosen_record["backend"]),
-               lambda: backend.runner(chosen_record["file"], {"threads": threads}))]
+    specs = {}
+    for key, backend, precision, made_by in ROWS:
+        if key == NNCF:
+            continue
+        record = chosen_record if key == AUTO else artifact_of(plain, precision)
+        specs[key] = {"backend": backend or record["backend"], "precision": precision or record["precision"],
+                      "made_by": made_by, "artifact": record["name"], "file": record["file"]}
+    return specs
+
+
+def score(runners, heldout, kind, batch):
+    """{key: trtkit's Comparison result} of every runner against ONNX Runtime FP32, a batch of held-out images at
+    a time (only one batch is ever in memory)."""
+    from trtkit.pipeline.verify import Comparison, run_batches
+    comparisons = dict((key, Comparison(kind)) for key in runners)
+    for images, labels in heldout.batches(batch, progress=False):
+        reference = run_batches(runners[REFERENCE], images, batch)
+        for key, runner in runners.items():
+            comparisons[key].update(run_batches(runner, images, batch), reference, labels)
+    return dict((key, comparison.result()) for key, comparison in comparisons.items())
+
+
+def measure(name, settings, work):
+    """The record of model ``name``: its rows (one per ``ROWS`` key) and the goal's verdict."""
+    import numpy as np
+    from trtkit.contract import InputContract
+    from trtkit.data import select
+    started = time.time()
+    plain, auto, images = build_variants(name, settings, work)
+    built = time.time()
+    model = plain.manifest["model"]
+    contract = InputContract.from_dict(model["input"])
+    kind = model.get("output_kind") or "logits"
+    specs = row_specs(plain, auto)
+    calibration = artifact_of(plain, "int8").get("calibration") or {}
+    calib = select(images, contract, split="train", limit=calibration.get("images") or DEFAULT_CALIB_IMAGES, seed=0)
+    nncf_file, nncf_seconds = nncf_int8(specs[REFERENCE]["file"], Reiterable(calib, settings.verify_batch),
+                                        os.path.join(work, "nncf.int8.xml"))
+    specs[NNCF] = {"backend": "openvino", "precision": "int8", "made_by": "nncf", "artifact": "nncf.quantize "
+                   "(default preset)", "file": nncf_file}
     runners = {}
-    for label, make in makers:
-        runner = make()
-        runner.activate()
-        runners[label] = runner
     try:
-        reference = run_batches(runners["onnxruntime fp32"], heldout.images, 32)
-        rows = []
-        for label, runner in runners.items():
-            comparison = Comparison(kind)
-            comparison.update(run_batches(runner, heldout.images, 32), reference, heldout.labels)
-            rows.append(dict(comparison.result(), runtime=label))
-        sample = np.ascontiguousarray(heldout.images[:batch])
-        figures, shares = time_rounds(runners, sample, rounds, seconds)
+        for key, _, _, _ in ROWS:
+            runners[key] = open_runner(specs[key]["backend"], specs[key]["file"], settings.threads)
+        heldout = select(images, contract, split="heldout")
+        scores = score(runners, heldout, kind, settings.verify_batch)
+        sample = next(iter(heldout.batches(settings.batch, progress=False)))[0]
+        if sample.shape[0] < settings.batch:
+            sample = np.resize(sample, (settings.batch,) + sample.shape[1:])
+        waited = wait_quiet(settings.wait_quiet) if settings.wait_quiet > 0 else 0.0
+        figures, shares = time_rounds(runners, np.ascontiguousarray(sample), settings.rounds, settings.seconds)
     finally:
         for runner in runners.values():
             runner.deactivate()
-    for row in rows:
-        values = figures[row["runtime"]]
-        row["img_per_s"] = round(float(np.median(values)), 1)
-        row["img_per_s_per_round"] = [round(v, 1) for v in values]
-    by = dict((r["runtime"], r) for r in rows)
-    nncf = by["openvino int8 (NNCF)"]
-    mine = [r for r in rows if r["runtime"].startswith("trtkit auto")][0]
-    reference_accuracy = by["onnxruntime fp32"]["accuracy"]
-    drop = (100.0 * (reference_accuracy - mine["accuracy"]) if reference_accuracy is not None
-            and mine["accuracy"] is not None else 100.0 * (1 - mine["top1_agreement"]))
-    verdict = {"chosen": chosen, "within_budget": drop <= max_drop + 1e-9, "drop_points": round(drop, 2),
-               "agrees_at_least_as_nncf": mine["top1_agreement"] >= nncf["top1_agreement"] - 1e-9,
-               "speed_vs_nncf": round(mine["img_per_s"] / nncf["img_per_s"], 3) if nncf["img_per_s"] else None,
-               "nncf_quantize_seconds": round(nncf_seconds, 1), "others_cpu_share_per_round": shares}
-    verdict["met"] = bool(verdict["within_budget"] and verdict["agrees_at_least_as_nncf"] and
-                          verdict["speed_vs_nncf"] is not None and verdict["speed_vs_nncf"] >= 1.0)
-    return rows, verdict
-
-
-def table(name, rows, verdict):
-    lines = ["### {}".format(name), "", "| runtime | accuracy | agreement with FP32 | img/s (median) |",
-             "|---|---:|---:|---:|"]
-    for r in rows:
-        lines.append("| {} | {} | {:.1%} | {:.1f} |".format(
-            r["runtime"], "-" if r["accuracy"] is None else "{:.1%}".format(r["accuracy"]), r["top1_agreement"],
-            r["img_per_s"]))
-    lines.append("")
-    lines.append("chosen {}: drop {:.2f} points ({}), agreement {} NNCF's, {:.2f}x NNCF's speed: goal {}".format(
-        verdict["chosen"], verdict["drop_points"], "within budget" if verdict["within_budget"] else "OVER budget",
-        ">=" if verdict["agrees_at_least_as_nncf"] else "<", verdict["speed_vs_nncf"] or 0.0,
-        "met" if verdict["met"] else "NOT met"))
-    return "\n".join(lines)
-
-
-def run(names, count, rounds, seconds, threads, batch, max_drop, out_dir):
-    """Measure every model of ``names``; write ``real_models.{json,md}`` into ``out_dir``; returns the record."""
-    import json
-    import platform
-    import time
-    import nncf
-    import onnxruntime
-    import openvino
-    import trtkit
-    from trtkit.bench.device import device_record
-    from trtkit.cpuinfo import this_cpu
-    from trtkit.fileio import write_bytes, write_json
-    device = device_record()
-    work = tempfile.mkdtemp(prefix="trtkit-real-speed-")
-    record = {"when": time.strftime("%Y-%m-%d %H:%M"), "device": device["slug"],
-              "cpu": (device.get("cpu") or {}).get("model") if isinstance(device.get("cpu"), dict)
-              else (device.get("cpu") or platform.processor()), "cpu_isa": this_cpu().to_dict(),
-              "versions": {"trtkit": trtkit.__version__, "onnxruntime": onnxruntime.__version__,
-                           "openvino": openvino.__version__, "nncf": nncf.__version__},
-              "batch": batch, "threads": threads, "rounds": rounds, "seconds_per_round": seconds,
-              "max_drop": max_drop, "images": count, "models": {}}
-    texts = []
-    for name in names:
-        try:
-            rows, verdict = measure_model(name, count, rounds, seconds, threads, batch, max_drop, work)
-        except Exception as exc:  # one model failing must not stop the others
-            print("{}: failed: {}".format(name, str(exc).splitlines()[0][:300]), flush=True)
-            record["models"][name] = {"error": str(exc)[:500]}
-            continue
-        record["models"][name] = {"rows": rows, "verdict": verdict}
-        text = table(name, rows, verdict)
-        texts.append(text)
-        print(text + "\n", flush=True)
-    header = ("trtkit on real third-party classifiers vs OpenVINO NNCF INT8: batch {}, {} threads, {} interleaved "
-              "rounds of {} s; {} images per model; CPU {} ({}); {}").format(
-        batch, threads, rounds, seconds, count, record["cpu"], this_cpu().describe(), record["when"])
-    folder = os.path.join(out_dir, device["slug"])
-    if not os.path.isdir(folder):
-        os.makedirs(folder)
-    write_json(os.path.join(folder, "real_models.json"), json.loads(json.dumps(record, default=str)))
-    write_bytes(os.path.join(folder, "real_models.md"), (header + "\n\n" + "\n\n".join(texts) + "\n").encode("utf-8"))
-    print("written: {}".format(os.path.join(folder, "real_models.{json,md}")))
+    rows = []
+    for key, _, _, _ in ROWS:
+        values = figures[key]
+        row = dict(specs[key], runtime=key, **scores[key])
+        row.pop("file")
+        row.update(img_per_s=round(float(np.median(values)), 1), img_per_s_per_round=[round(v, 1) for v in values],
+                   vs_nncf_int8=paired_ratio(values, figures[NNCF]))
+        rows.append(row)
+    selection = auto.manifest["selection"]
+    record = {"rows": rows, "output_kind": kind, "input": model["input"], "heldout_images": scores[REFERENCE]["images"],
+              "calibration_images": len(calib), "int8_default": {k: calibration.get(k) for k in ("method", "rules")},
+              "selection": {"chosen": selection["chosen"], "metric": selection["metric"],
+                            "max_drop": selection["max_drop"]},
+              "others_cpu_share_per_round": shares, "waited_for_quiet_seconds": waited,
+              "seconds": {"trtkit_builds": round(built - started, 1), "nncf_quantize": round(nncf_seconds, 1),
+                          "total": round(time.time() - started, 1)}}
+    record["verdict"] = verdict(rows, figures, selection["metric"], selection["max_drop"])
     return record
+
+
+def drop_points(row, metric):
+    """Top-1 points ``row`` loses against FP32 by the search's metric (accuracy when labelled, else agreement)."""
+    if metric == "accuracy" and row.get("accuracy") is not None and row.get("reference_accuracy") is not None:
+        return round(100.0 * (row["reference_accuracy"] - row["accuracy"]), 3)
+    return round(100.0 * (1.0 - row["top1_agreement"]), 3)
+
+
+def verdict(rows, figures, metric, budget):
+    """The goal, per model: the chosen artifact keeps the budget, agrees with FP32 at least as well as NNCF's INT8
+    and is at least as fast (median of per-round ratios); when NNCF's INT8 loses more than the budget, against
+    the fastest of OpenVINO's own artifacts that keeps it (``baseline`` says which)."""
+    by = dict((row["runtime"], row) for row in rows)
+    for row in rows:
+        row["drop_points"] = drop_points(row, metric)
+    keeps = [key for key in OPENVINO_OWN if by[key]["drop_points"] <= budget + 1e-9]
+    baseline = keeps[0] if NNCF in keeps else (max(keeps, key=lambda k: by[k]["img_per_s"]) if keeps else None)
+    mine = by[AUTO]
+    result = {"metric": metric, "budget_points": budget, "chosen": mine["artifact"],
+              "chosen_drop_points": mine["drop_points"], "within_budget": mine["drop_points"] <= budget + 1e-9,
+              "nncf_drop_points": by[NNCF]["drop_points"], "nncf_keeps_budget": NNCF in keeps, "baseline": baseline,
+              "agreement_chosen": mine["top1_agreement"], "agreement_baseline": None, "agrees_at_least_as_well": None,
+              "speed_vs_baseline": None, "speed_vs_baseline_per_round": None, "at_least_as_fast": None}
+    if baseline is not None:
+        result["agreement_baseline"] = by[baseline]["top1_agreement"]
+        result["agrees_at_least_as_well"] = mine["top1_agreement"] >= by[baseline]["top1_agreement"] - 1e-9
+        result["speed_vs_baseline"] = paired_ratio(figures[AUTO], figures[baseline])
+        result["speed_vs_baseline_per_round"] = [round(v / b, 3) for v, b in zip(figures[AUTO], figures[baseline])]
+        result["at_least_as_fast"] = result["speed_vs_baseline"] is not None and result["speed_vs_baseline"] >= 1.0
+    result["met"] = bool(result["within_budget"] and result["agrees_at_least_as_well"] and result["at_least_as_fast"])
+    return result
+
+
+def main(argv):
+    """``NAME SETTINGS_JSON RESULT_JSON``: measure one model, write its record (or {"error": ...}); exit 0/1."""
+    name, settings_json, result_path = argv
+    settings = Settings.from_dict(json.loads(settings_json))
+    work = os.path.join(os.path.dirname(os.path.abspath(result_path)), name + ".work")
+    try:
+        record, code = measure(name, settings, work), 0
+    except Exception as exc:  # the parent prints one line per failed model and goes on with the others
+        text = str(exc).strip().splitlines()  # a TrtkitError's message already ends with its hint
+        record, code = {"error": "{}: {}".format(type(exc).__name__, text[0] if text else "")}, 1
+        from trtkit.errors import TrtkitError
+        if not isinstance(exc, TrtkitError):  # a user-level error says enough in one line; anything else: where
+            import traceback
+            traceback.print_exc()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    with open(result_path, "w") as handle:
+        json.dump(record, handle, default=str)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
