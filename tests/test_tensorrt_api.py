@@ -234,9 +234,10 @@ def test_dtype_names_cover_every_tensorrt_rtx_type_without_nptype():
 
 
 def test_workspace_default_only_where_tensorrt_defaults_to_none():
-    class Config82(object):  # TensorRT 8.2's IBuilderConfig: max_workspace_size, default 0
-        max_workspace_size = 0
-    assert api.default_workspace(Config82()) == api.LEGACY_DEFAULT_WORKSPACE_MIB << 20
+    # 8.2: max_workspace_size alone, default 0; 8.5 keeps it beside set_memory_pool_limit; 10+: the pool alone
+    assert api.workspace_default_for(memory_pool_limit=False, max_workspace_size=True) == 256 << 20
+    assert api.workspace_default_for(memory_pool_limit=True, max_workspace_size=True) is None
+    assert api.workspace_default_for(memory_pool_limit=True, max_workspace_size=False) is None
     trt = pytest.importorskip("tensorrt_rtx")
     config = trt.Builder(trt.Logger(trt.Logger.WARNING)).create_builder_config()
     assert api.default_workspace(config) is None  # set_memory_pool_limit: TensorRT's default is the device memory

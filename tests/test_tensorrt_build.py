@@ -183,6 +183,31 @@ def test_bad_tensorrt_options_are_input_errors(qdq_onnx, tmp_path):
     assert os.listdir(str(tmp_path)) == []
 
 
+def test_profile_shapes_take_the_batch_profile_and_the_contracts_image_size():
+    from trtkit.backends.tensorrt.builder import profile_shapes
+    batch = (1, 8, 32)
+    assert profile_shapes([("input", (-1, 3, 64, 64))], batch, (3, 64, 64)) == {
+        "input": [[1, 3, 64, 64], [8, 3, 64, 64], [32, 3, 64, 64]]}
+    # paddle2onnx's [-1, 3, ?, ?]: H and W at the contract's 48x192, min = opt = max
+    assert profile_shapes([("x", (-1, 3, -1, -1))], batch, (3, 48, 192)) == {
+        "x": [[1, 3, 48, 192], [8, 3, 48, 192], [32, 3, 48, 192]]}
+    assert profile_shapes([("x", (1, 3, -1, -1))], batch, (3, 48, 192)) == {"x": [[1, 3, 48, 192]] * 3}
+    assert profile_shapes([("x", (4, 3, 48, 192))], batch, (3, 48, 192)) is None  # nothing dynamic: no profile
+    assert profile_shapes([("x", (-1, 3, 48, 192))], (4, 4, 4), None) == {"x": [[4, 3, 48, 192]] * 3}
+    with pytest.raises(InputError, match="dynamic dims"):
+        profile_shapes([("x", (-1, 3, -1, -1))], batch, None)  # no contract: no size to build at
+    with pytest.raises(InputError, match="tokens"):
+        profile_shapes([("tokens", (-1, -1))], batch, (3, 48, 192))  # not an image: no size to take
+
+
+def test_a_refusal_hint_follows_tensorrts_reason():
+    from trtkit.backends.tensorrt.builder import refusal_hint
+    assert "--workspace" in refusal_hint("")
+    said = "ERROR: Error Code 4: API Usage Error (?: Input dimensions with this name have different constant values)"
+    assert "names them apart" in refusal_hint(said)
+    assert "TensorRT's own" in refusal_hint("ERROR: reshape changes volume")
+
+
 def test_dla_profile_is_fixed_at_opt():
     assert TensorRTOptions(dla_core=1).profile((1, 8, 32)) == (8, 8, 8)
     assert TensorRTOptions().profile((1, 8, 32)) == (1, 8, 32)

@@ -1,14 +1,17 @@
-"""The implicit-INT8 calibrator's own logic, run for real: which TensorRT class reads a cache, how images are fed,
-and errors inside callbacks.
+"""The implicit-INT8 calibrator's own logic, run for real: which TensorRT class reads a cache, which images each
+batch holds, and errors inside callbacks.
 
 ``CalibrationFeed`` is everything the calibrator does apart from TensorRT, so it runs here as it runs inside a
-build; the TensorRT class around it only forwards. TensorRT-RTX is the real module that has no calibrators.
+build (on this GPU-less machine its first device upload fails for real); the TensorRT class around it only
+forwards. The batching and the answer to ``get_batch`` are pure functions. TensorRT-RTX is the real module that
+has no calibrators. Nothing here imitates TensorRT or a GPU.
 """
 
 import numpy as np
 import pytest
 
-from trtkit.backends.tensorrt.calibrator import CalibrationFeed, calibrator_class_name, make_calibrator
+from trtkit.backends.tensorrt.calibrator import (CalibrationFeed, batch_spans, calibrator_class_name,
+                                                input_addresses, make_calibrator)
 from trtkit.deps import available
 from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.precision.trt_cache import write_cache
@@ -47,6 +50,9 @@ def test_an_error_inside_get_batch_is_kept_from_tensorrt_and_raised_after_the_bu
     assert feed.get_batch_size() == 8 and feed.read_calibration_cache() is None
     # no GPU here: opening the device for the first batch fails inside TensorRT's callback
     assert feed.get_batch(["input"]) is None
+    first = feed.error
+    assert isinstance(first, DeviceUnavailable)
+    assert feed.get_batch(["input"]) is None and feed.error is first  # calibration ended: the first error is kept
     with pytest.raises(DeviceUnavailable):
         feed.raise_if_failed()
     feed.raise_if_failed()  # raised once
@@ -81,3 +87,17 @@ def test_torch2trt_calibration_items_are_whole_opt_batches():
     assert np.array_equal(np.concatenate(items), images[:16]) and all(i.flags["C_CONTIGUOUS"] for i in items)
     with pytest.raises(InputError, match="fewer than one batch of 32"):
         calibration_batches(images, 32)
+
+
+def test_batches_are_whole_and_in_the_order_given():
+    assert batch_spans(21, 8) == [(0, 8), (8, 16)]  # the 5 left over would be read past their end
+    assert batch_spans(16, 8) == [(0, 8), (8, 16)] and batch_spans(7, 8) == []
+    assert batch_spans(3, 1) == [(0, 1), (1, 2), (2, 3)]
+    with pytest.raises(InputError):
+        batch_spans(16, 0)
+
+
+def test_get_batch_answers_the_calibrated_input_and_null_for_others():
+    assert input_addresses(["input"], "input", 140234) == [140234]
+    assert input_addresses(["mask", "input", "scale"], "input", 7) == [0, 7, 0]
+    assert input_addresses(["other"], "input", 7) == [0]

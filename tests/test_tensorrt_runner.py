@@ -3,8 +3,8 @@
 A real TensorRT-RTX engine (a one-convolution ONNX, built ahead of time in a
 fraction of a second) stands in for a model. Which GPU is "here" comes from
 trtkit's own probe (``gpu.probe``), replaced per test; TensorRT is never
-imitated. The pycuda buffer test records what ``PycudaDevice`` asks of a
-stand-in for ``pycuda.driver``: the primary context, pinned host memory.
+imitated. Buffer sizing is a pure function; the buffers themselves are tested
+only where a GPU is (torch CUDA, pycuda), on the real device.
 """
 
 import os
@@ -15,7 +15,7 @@ import pytest
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
 from trtkit.backends.tensorrt.runner import TensorRTRunner, probe_engine, unrunnable_reason
 from trtkit.deps import available
-from trtkit.errors import DeviceUnavailable
+from trtkit.errors import DeviceUnavailable, InputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TENSORRT_DIR = os.path.join(ROOT, "trtkit", "backends", "tensorrt")
@@ -138,3 +138,12 @@ def test_torch_buffers_round_trip_through_pinned_memory():
     device.upload(buffer, data)
     assert np.array_equal(device.download(buffer), data)
     device.close()
+
+
+def test_buffer_sizes_follow_shape_and_dtype_and_refuse_unresolved_dims():
+    from trtkit.backends.tensorrt.buffers import buffer_nbytes
+    assert buffer_nbytes((8, 3, 48, 192), "float16") == 8 * 3 * 48 * 192 * 2
+    assert buffer_nbytes([32, 1000], np.float32) == 128000 and buffer_nbytes((4, 2), "int8") == 8
+    assert buffer_nbytes((0, 10), "float32") == 1  # CUDA cannot allocate 0 bytes
+    with pytest.raises(InputError, match="still dynamic"):
+        buffer_nbytes((-1, 10), "float32")  # unchecked, -40 bytes would reach the allocator

@@ -10,8 +10,9 @@ in one of four modes users compare with:
 - ``compile``: FP32 through ``torch.compile`` (torch 2+; on CUDA it needs
   triton). Each new batch size compiles again, so give it a long warm-up.
 
-There is no artifact to build: the checkpoint *is* the artifact, so ``build``
-refuses. Besides ``infer`` (numpy in, numpy out, copies included) the runner
+There is no artifact to build: the checkpoint *is* the artifact, so PyTorch is
+no build backend (not in ``trtkit.backends.REGISTRY``; benchmarks make these
+runners with ``torch_runner``). Besides ``infer`` (numpy in, numpy out, copies included) the runner
 fills in the optional queries of the Runner contract: ``stage`` puts a batch on
 the device once, ``run_staged`` runs it without copies, ``synchronize`` waits,
 ``device_timer`` times with CUDA events, and peak memory comes from torch's

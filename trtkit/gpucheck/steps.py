@@ -14,10 +14,8 @@ against PyTorch FP32 on held-out sample images), training through
 ``trtkit.training``.
 """
 
-import contextlib
 import os
 import sys
-import tempfile
 import time
 import traceback
 
@@ -167,43 +165,21 @@ def rtx_refusal(request, built):
     first = manifest["artifacts"][0]
     record = {"trtkit": first.get("status_detail"), "engine": first["name"],
               "tensorrt_rtx_load": probe_engine(built.path(first), "tensorrt-rtx")}
-    current = {"targets": ["current"], "built": False, "error": None, "load": None}
+    current = {"targets": ["current"], "built": False, "error": None, "load": None, "messages": []}
     out = os.path.join(request["work"], "rtx-current", "{}.current.engine".format(first["name"]))
     options = TensorRTOptions(batch=ENGINE_PROFILE, compute_capabilities=["current"])
     inputs = BuildInputs(contract=InputContract.from_dict(manifest["model"]["input"]), default_batch=ENGINE_PROFILE,
                          work_dir=os.path.dirname(out), tensorrt=options)
-    with captured_stderr() as said:
-        try:
-            get_backend("tensorrt-rtx").build(built.path(first["onnx"]), "fp32", out, inputs)
-            current["built"] = True
-        except Exception as exc:
-            current["error"] = "{}: {}".format(exc.__class__.__name__, exc)
-    current["messages"] = [line for line in said if "[E]" in line or "rror" in line][-6:]
+    try:
+        get_backend("tensorrt-rtx").build(built.path(first["onnx"]), "fp32", out, inputs)
+        current["built"] = True
+    except Exception as exc:  # the builder's refusal quotes TensorRT's reason; its last messages ride along
+        current["error"] = "{}: {}".format(exc.__class__.__name__, exc)
+        current["messages"] = list(getattr(exc, "tensorrt_log", None) or [])
     if current["built"]:
         current["load"] = probe_engine(out, "tensorrt-rtx")
     record["current_target"] = current
     return record
-
-
-@contextlib.contextmanager
-def captured_stderr():
-    """Yield a list that receives the lines written to file descriptor 2 inside the block (TensorRT's logger
-    writes there from C++), and copy them to the real stderr afterwards, so the log keeps them too."""
-    lines = []
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+") as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield lines
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            sink.seek(0)
-            text = sink.read()
-            sys.stderr.write(text)
-            lines.extend(text.splitlines())
 
 
 def step_tensorrt(request, save):

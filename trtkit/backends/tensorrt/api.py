@@ -265,7 +265,13 @@ def default_workspace(config):
     TensorRT 8.2 (Jetson Nano) defaults to a workspace of 0 and then drops many
     tactics; 8.4+ (``set_memory_pool_limit``) defaults to the device's memory.
     """
-    if not has(config, "set_memory_pool_limit") and has(config, "max_workspace_size"):
+    return workspace_default_for(has(config, "set_memory_pool_limit"), has(config, "max_workspace_size"))
+
+
+def workspace_default_for(memory_pool_limit, max_workspace_size):
+    """``default_workspace`` from what the builder config has: a few hundred MiB only where the workspace is
+    set through ``max_workspace_size`` alone (8.2, whose default is 0), else None (TensorRT's own default)."""
+    if max_workspace_size and not memory_pool_limit:
         return LEGACY_DEFAULT_WORKSPACE_MIB << 20
     return None
 

@@ -16,7 +16,7 @@ staging buffer and blocks).
 import numpy as np
 
 from trtkit.deps import available, require
-from trtkit.errors import DeviceUnavailable
+from trtkit.errors import DeviceUnavailable, InputError
 
 
 def open_device(prefer=None):
@@ -34,6 +34,19 @@ def open_device(prefer=None):
                             hint="install a CUDA build of torch (on Jetson: NVIDIA's wheel) or 'pip install pycuda'")
 
 
+def buffer_nbytes(shape, dtype):
+    """Bytes of a device buffer for ``shape`` and numpy ``dtype`` (at least 1: CUDA allocates nothing for 0).
+
+    A negative dim means TensorRT left a shape unresolved (an output asked before the input shape was
+    set): an InputError here rather than a wrapped-around allocation size.
+    """
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims):
+        raise InputError("cannot size a buffer of shape {}: a dimension is still dynamic".format(tuple(dims)),
+                         hint="set the input shape before sizing the outputs")
+    return max(1, int(np.prod(dims, dtype=np.int64)) * np.dtype(dtype).itemsize)
+
+
 class TorchDevice(object):
     """Buffers are torch CUDA tensors (each with a pinned host twin); copies and TensorRT share one stream."""
 
@@ -48,6 +61,7 @@ class TorchDevice(object):
         return self.stream.cuda_stream
 
     def empty(self, shape, dtype):
+        buffer_nbytes(shape, dtype)  # refuses unresolved (negative) dims
         torch_dtype = getattr(self.torch, np.dtype(dtype).name)
         buffer = self.torch.empty(tuple(shape), dtype=torch_dtype, device="cuda")
         # the pinned twin lives and dies with its device buffer
@@ -110,8 +124,7 @@ class PycudaDevice(object):
 
     def empty(self, shape, dtype):
         dtype = np.dtype(dtype)
-        nbytes = max(1, int(np.prod(shape)) * dtype.itemsize)
-        return {"memory": self.cuda.mem_alloc(nbytes), "shape": tuple(shape), "dtype": dtype,
+        return {"memory": self.cuda.mem_alloc(buffer_nbytes(shape, dtype)), "shape": tuple(shape), "dtype": dtype,
                 "host": self.cuda.pagelocked_empty(tuple(shape), dtype)}
 
     def address(self, buffer):

@@ -101,27 +101,55 @@ def _parse(trt, builder, logger, onnx_path):
     return network, parser
 
 
-def _add_profile(trt, builder, config, network, inputs, options):
-    """A profile for the dynamic dims of each input (batch from --batch, others from the model's input size)."""
-    net_inputs, _ = api.network_io(network)
-    if not any(d < 0 for _, shape, _ in net_inputs for d in shape):
-        return None, None
-    low, opt, high = options.profile(inputs.default_batch)
-    image = inputs.contract.shape if inputs.contract is not None else None  # (C, H, W) for dynamic dims
-    profile = builder.create_optimization_profile()
+def profile_shapes(net_inputs, batch_profile, image_shape):
+    """{input name: [min, opt, max] shape lists} for the parsed network's inputs, or None when no dim is dynamic.
+
+    ``net_inputs`` is [(name, shape)] with -1 for dynamic dims, ``batch_profile`` the (min, opt, max)
+    batch, ``image_shape`` the contract's (C, H, W) or None. A dynamic batch takes the batch profile; a
+    dynamic C, H or W of a 4-D input takes the contract's size at min = opt = max (a paddle2onnx
+    classifier with dynamic H and W builds at its 48x192 contract: one size, the one it is used at).
+    Any other dynamic dim has no size to take: an InputError naming the input.
+    """
+    if not any(d < 0 for _, shape in net_inputs for d in shape):
+        return None
     record = {}
-    for name, shape, _ in net_inputs:
+    for name, shape in net_inputs:
         rest = []
         for axis, d in enumerate(shape[1:]):
-            if d < 0 and (image is None or len(shape) != 4):
-                raise InputError("input {} has dynamic dims {} besides the batch".format(name, shape),
+            if d < 0 and (image_shape is None or len(shape) != 4):
+                raise InputError("input {} has dynamic dims {} besides the batch".format(name, list(shape)),
                                  hint="pass --input-size, or export with a fixed image size")
-            rest.append(image[axis] if d < 0 else d)
-        shapes = [tuple([b] + rest) if shape[0] < 0 else tuple([shape[0]] + rest) for b in (low, opt, high)]
-        profile.set_shape(name, shapes[0], shapes[1], shapes[2])
-        record[name] = [list(s) for s in shapes]
+            rest.append(int(image_shape[axis]) if d < 0 else int(d))
+        batches = batch_profile if shape[0] < 0 else (shape[0],) * 3
+        record[name] = [[int(b)] + rest for b in batches]
+    return record
+
+
+def _add_profile(builder, config, network, inputs, options):
+    """The optimization profile of ``profile_shapes`` added to ``config``: (record, profile) or (None, None)."""
+    net_inputs, _ = api.network_io(network)
+    image = inputs.contract.shape if inputs.contract is not None else None
+    record = profile_shapes([(n, s) for n, s, _ in net_inputs], options.profile(inputs.default_batch), image)
+    if record is None:
+        return None, None
+    profile = builder.create_optimization_profile()
+    for name, shapes in record.items():
+        profile.set_shape(name, tuple(shapes[0]), tuple(shapes[1]), tuple(shapes[2]))
     config.add_optimization_profile(profile)
     return record, profile
+
+
+SHARED_DIM_NAME = "Input dimensions with this name"
+
+
+def refusal_hint(said):
+    """What to do about a refused build, from TensorRT's reason ``said`` (``logger.reason``; "" when none)."""
+    if not said:
+        return "try --workspace with more MiB, or another precision"
+    if SHARED_DIM_NAME in said:
+        return ("the ONNX names two dynamic input dims alike, which TensorRT reads as one size: build it with "
+                "'trtkit build --onnx' (it names them apart) or rename the dim_params")
+    return "the reason is TensorRT's own; --verbose shows its other messages"
 
 
 def _timing_cache(config, path):
@@ -169,7 +197,7 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
     workspace = int(options.workspace_mib * (1 << 20)) if options.workspace_mib else api.default_workspace(config)
     if workspace:
         api.set_workspace(trt, config, workspace)
-    profile_shapes, trt_profile = _add_profile(trt, builder, config, network, inputs, options)
+    profile_record, trt_profile = _add_profile(builder, config, network, inputs, options)
     targets = options.compute_capabilities or (rtx_default_targets(trt, gpu) if flavour == "tensorrt-rtx" else None)
     if targets:
         api.set_compute_capabilities(trt, config, targets)
@@ -178,7 +206,7 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
     calibrator = None
     if int8_path == "implicit":
         from trtkit.backends.tensorrt.calibrator import make_calibrator
-        first = list(profile_shapes.values())[0] if profile_shapes else None
+        first = list(profile_record.values())[0] if profile_record else None
         batch = first[1][0] if first else max(1, network.get_input(0).shape[0])
         calibrator = make_calibrator(trt, network, batch, calibration, options.calib_cache)
         api.set_calibrator(config, calibrator, trt_profile)
@@ -191,10 +219,10 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
         calibrator.raise_if_failed()
     if serialized is None:
         said = reason(messages)
-        raise InputError("{} could not build an engine from {}: {}".format(
-            flavour, os.path.basename(source), said or "TensorRT gave no reason"),
-            hint="try --workspace with more MiB, or another precision" if not said else
-            "the reason above is TensorRT's own; --verbose prints all it said")
+        error = InputError("{} could not build an engine from {}: {}".format(
+            flavour, os.path.basename(source), said or "TensorRT gave no reason"), hint=refusal_hint(said))
+        error.tensorrt_log = list(messages[-6:])  # for records that keep more than the one line (gpu_check)
+        raise error
     write_bytes(out_path, serialized)
     if cache_path:
         write_bytes(cache_path, config.get_timing_cache().serialize())
@@ -207,12 +235,12 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
              "workspace_mib": workspace / float(1 << 20) if workspace else None, "via": "onnx"}
     if note:
         extra["note"] = note
-    record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile_shapes,
+    record = make_sidecar(out_path, flavour, version, gpu, built_precision, io, profile_record,
                           sha256_file(source), seconds, extra)
     sidecar = write_sidecar(out_path, record)
     del parser, calibrator, trt_profile
     return {"flavour": flavour, "tensorrt_version": record["tensorrt_version"], "sidecar": os.path.basename(sidecar),
             "gpu": gpu, "precision_built": built_precision, "strongly_typed": strongly_typed, "builder_flags": flags,
-            "int8_path": int8_path, "profile": profile_shapes, "compute_capabilities": targets,
+            "int8_path": int8_path, "profile": profile_record, "compute_capabilities": targets,
             "timing_cache": {"path": cache_path, "reused": cache_reused} if cache_path else None,
             "note": note}

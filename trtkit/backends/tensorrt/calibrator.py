@@ -43,6 +43,22 @@ def calibrator_class_name(cache_path):
     return CALIBRATOR_CLASSES[algorithm]
 
 
+def batch_spans(count, batch):
+    """(start, stop) of each whole batch of ``batch`` among ``count`` images, in order; the rest is left out.
+
+    TensorRT reads a full batch (the profile's OPT) from every pointer it is given, so a short last
+    batch would be read past its end; calibration sees the images in the order the build gave them.
+    """
+    if batch < 1:
+        raise InputError("the calibration batch must be 1 or more, got {}".format(batch))
+    return [(i * batch, (i + 1) * batch) for i in range(count // batch)]
+
+
+def input_addresses(names, input_name, address):
+    """``get_batch``'s answer: the batch's device address for the calibrated input, 0 (null) for other inputs."""
+    return [int(address) if name == input_name else 0 for name in names]
+
+
 class CalibrationFeed(object):
     """What a calibrator does, apart from TensorRT: hands out the calibration images ``batch`` at a time in
     device memory, reads or writes the cache, and keeps any error away from TensorRT's callbacks.
@@ -52,7 +68,7 @@ class CalibrationFeed(object):
     calibrator class TensorRT needs (``make_calibrator``) only forwards to it.
     """
 
-    def __init__(self, images, batch, cache_path, input_name, open_device=None):
+    def __init__(self, images, batch, cache_path, input_name):
         have_cache = bool(cache_path) and os.path.isfile(cache_path)
         if images is None and not have_cache:
             raise InputError("implicit INT8 needs calibration images or a calibration cache",
@@ -67,8 +83,7 @@ class CalibrationFeed(object):
         self.cache_path = cache_path
         self.have_cache = have_cache
         self.input_name = input_name
-        self._open_device = open_device
-        self.position = 0
+        self._spans = iter(batch_spans(len(images), batch) if images is not None else ())
         self.device = None
         self.buffer = None
         self.error = None
@@ -79,6 +94,8 @@ class CalibrationFeed(object):
     def get_batch(self, names):
         """Device addresses of the next batch for TensorRT's ``names`` (0 for any other input), or None when
         the images are used up or anything failed (kept for ``raise_if_failed``)."""
+        if self.error is not None:  # the first failure ended calibration: it is the one to re-raise
+            return None
         try:
             return self._next(names)
         except BaseException as exc:  # TensorRT must not see it: 8.2 aborts, 10.x ends quietly
@@ -86,21 +103,19 @@ class CalibrationFeed(object):
             return None
 
     def _next(self, names):
-        if self.images is None or self.position + self.batch > len(self.images):
+        span = next(self._spans, None)
+        if span is None:
             return None
-        chunk = np.ascontiguousarray(self.images[self.position:self.position + self.batch], dtype=np.float32)
-        self.position += self.batch
+        chunk = np.ascontiguousarray(self.images[span[0]:span[1]], dtype=np.float32)
         if self.device is None:
-            if self._open_device is None:
-                from trtkit.backends.tensorrt.buffers import open_device
-                self._open_device = open_device
-            self.device = self._open_device()
+            from trtkit.backends.tensorrt.buffers import open_device
+            self.device = open_device()
         if self.buffer is None:
             self.buffer = self.device.empty(chunk.shape, np.float32)
         self.device.upload(self.buffer, chunk)
         # the upload is asynchronous: TensorRT reads the memory as soon as get_batch returns
         self.device.synchronize()
-        return [self.device.address(self.buffer) if name == self.input_name else 0 for name in names]
+        return input_addresses(names, self.input_name, self.device.address(self.buffer))
 
     def read_calibration_cache(self):
         if self.have_cache:

@@ -1,13 +1,15 @@
 """TensorRT's log, kept: the builder, the parser and the runtime say why they refuse only through it.
 
-``capturing_logger`` is an ``ILogger`` subclass (the documented way: derive from
-``trt.ILogger``, call ``trt.ILogger.__init__(self)``, implement
-``log(self, severity, msg)``) that keeps warnings and errors as
-"SEVERITY: text" lines, so an exception can quote TensorRT's own reason in one
-line (``reason``) instead of pointing at messages printed somewhere else.
-Where a TensorRT's Python bindings cannot subclass ``ILogger``, it falls back
-to the plain ``trt.Logger`` (messages then go to TensorRT's own stderr and are
-not kept). The class is made inside a function: this package imports without
+``capturing_logger`` is an ``ILogger`` subclass (the documented way, TensorRT
+8.x .. 11 and TensorRT-RTX: derive from ``trt.ILogger``, call
+``trt.ILogger.__init__(self)``, implement ``log(self, severity, msg)``). It
+keeps warnings and errors as "SEVERITY: text" lines, so an exception can quote
+TensorRT's own reason in one line (``reason``), and routes every message
+through trtkit's log (``route``): warnings as trtkit warnings, errors and INFO
+as debug lines (``--verbose``), VERBOSE nowhere. Nothing goes to TensorRT's
+own stdout printer. Where the Python bindings cannot subclass ``ILogger``
+(TensorRT 7) it falls back to the plain ``trt.Logger``, whose messages are not
+kept. The class is made inside a function: this package imports without
 TensorRT.
 """
 
@@ -16,11 +18,28 @@ from trtkit.backends.tensorrt import api
 
 KEPT_SEVERITIES = ("INTERNAL_ERROR", "ERROR", "WARNING")
 _ERRORS = ("INTERNAL_ERROR", "ERROR")
+KEEP_AT_MOST = 200  # a long INT8 build can warn per layer; the reason is in the last errors
+
+
+def route(name, forward, verbose):
+    """(keep, trtkit log level or None) for a message of severity ``name`` ("ERROR", "INFO", ...).
+
+    Errors are kept for the exception and shown as they come only with ``verbose`` (the
+    exception quotes them once); warnings are kept and printed when ``forward``; INFO is
+    never kept and shown only with ``verbose``; VERBOSE (thousands of lines per build) is dropped.
+    """
+    if name in _ERRORS:
+        return True, "debug" if verbose else None
+    if name == "WARNING":
+        return True, "warn" if forward else ("debug" if verbose else None)
+    if name == "INFO":
+        return False, "debug" if verbose else None
+    return False, None
 
 
 def capturing_logger(trt, messages, forward=False):
-    """A TensorRT logger that appends "SEVERITY: text" of warnings and errors to ``messages``; with
-    ``forward`` warnings are also printed as trtkit warnings (errors are for the exception to quote)."""
+    """A TensorRT logger that appends "SEVERITY: text" of warnings and errors to ``messages`` (the last
+    ``KEEP_AT_MOST``) and routes each message through trtkit's log (``route``)."""
     if not api.has(trt, "ILogger"):
         return trt.Logger(trt.Logger.WARNING)
     flavour_name = "TensorRT" if not api.has(trt, "ComputeCapability") else "TensorRT-RTX"
@@ -30,13 +49,19 @@ def capturing_logger(trt, messages, forward=False):
             trt.ILogger.__init__(self)
 
         def log(self, severity, text):
-            name = severity_name(severity)
-            if name in KEPT_SEVERITIES:
-                messages.append("{}: {}".format(name, text))
-                if forward and name not in _ERRORS:
+            # TensorRT 8.x calls this from a noexcept C++ function: an exception escaping here aborts the process
+            try:
+                name = severity_name(severity)
+                keep, level = route(name, forward, log.is_verbose())
+                if keep:
+                    messages.append("{}: {}".format(name, text))
+                    del messages[:-KEEP_AT_MOST]
+                if level == "warn":
                     log.warn("{}: {}".format(flavour_name, text))
-                elif name in _ERRORS:
-                    log.debug("{}: {}".format(flavour_name, text))
+                elif level == "debug":
+                    log.debug("{} {}: {}".format(flavour_name, name, text))
+            except Exception:
+                pass
 
     return CapturingLogger()
 

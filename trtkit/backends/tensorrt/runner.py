@@ -27,7 +27,7 @@ import numpy as np
 
 from trtkit.backends.base import Runner, TensorSpec
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
-from trtkit.backends.tensorrt.logger import capturing_logger
+from trtkit.backends.tensorrt.logger import capturing_logger, reason
 from trtkit.backends.tensorrt.sidecar import check_compatible, check_file, read_sidecar
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError
 
@@ -74,7 +74,7 @@ class TensorRTRunner(Runner):
             data = handle.read()
         self.engine = self.runtime.deserialize_cuda_engine(data)
         if self.engine is None:
-            said = "; ".join(self._messages[-2:])
+            said = reason(self._messages)
             raise EngineMismatch("{} {} could not load {}: built by another TensorRT, for another GPU, or "
                                  "damaged{}".format(self.flavour, trt.__version__, self.path,
                                                     " (TensorRT: {})".format(said) if said else ""),

@@ -68,8 +68,9 @@ def calibration_batches(images, batch):
     torch2trt hands TensorRT each item's data pointer as one batch of the
     profile's OPT size, so a single-image item would be read past its end.
     """
-    count = len(images) // batch
-    if count < 1:
+    from trtkit.backends.tensorrt.calibrator import batch_spans
+    spans = batch_spans(len(images), batch)
+    if not spans:
         raise InputError("{} calibration images are fewer than one batch of {}".format(len(images), batch),
                          hint="use more --calib-images or a smaller --batch OPT")
-    return [np.ascontiguousarray(images[i * batch:(i + 1) * batch], dtype=np.float32) for i in range(count)]
+    return [np.ascontiguousarray(images[start:stop], dtype=np.float32) for start, stop in spans]
