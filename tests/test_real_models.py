@@ -91,17 +91,3 @@ def test_default_int8_keeps_the_real_model(name, tmp_path):
     assert figures["top1_agreement"] >= 0.98, figures
     assert figures["reference_accuracy"] - figures["accuracy"] <= 0.01, figures
     assert int8["status"] == "ok" and int8["calibration"]["method"] == "entropy"
-
-
-def test_tensorrt_rtx_builds_the_paddle_classifier_at_48x192_in_fp16_and_int8(tmp_path):
-    """paddle2onnx names dynamic H and W both '?': TensorRT read them as one dimension and refused 48x192
-    ("Input dimensions with this name have different constant values"). The engines are built for real."""
-    pytest.importorskip("tensorrt_rtx")
-    import trtkit
-    onnx_file, images, contract = _prepare("rapidocr_textline_cls", 64, tmp_path)
-    result = trtkit.build(onnx=onnx_file, data=images, precision="fp16,int8", backend="tensorrt-rtx",
-                          out=str(tmp_path / "out"), bench_seconds=0, verify_images=16, calib_images=64, **contract)
-    for precision in ("fp16", "int8"):
-        artifact = result.artifact(precision)
-        assert artifact["bytes"] > 1 << 20 and artifact["status"] in ("built", "ok"), artifact
-        assert [shape[1:] for shape in artifact["backend_info"]["profile"]["x"]] == [[3, 48, 192]] * 3

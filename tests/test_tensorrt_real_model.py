@@ -21,15 +21,13 @@ from trtkit.deps import available
 pytestmark = pytest.mark.skipif(not (available("tensorrt_rtx") and available("onnx")),
                                 reason="tensorrt-rtx-cu12 and onnx are needed")
 
-PADDLE_CLS = ("rapidocr-onnxruntime", "1.3.24", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-              "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c")
 WORDS = ["hello world", "trtkit 2026", "TensorRT", "text line", "ONNX model", "paddle ocr", "classifier",
          "48 x 192", "rotate me", "upside down", "Jetson Nano", "engine 8.2"]
 
 
 @pytest.fixture(scope="module")
 def paddle_cls():
-    return real_model(*PADDLE_CLS)
+    return real_model("rapidocr_textline_cls")
 
 
 def text_lines(folder, per_class=12):
