@@ -78,6 +78,7 @@ class ModelOptions(Options):
         return dict(self.input)
 
     def to_keywords(self):
+        """Options.to_keywords, with a module given as ``model`` kept as that module."""
         values = Options.to_keywords(self)
         if self.module is not None:
             values["model"] = self.module
