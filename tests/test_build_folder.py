@@ -100,9 +100,10 @@ def test_killed_builds_leave_nothing_a_later_build_keeps(fp32_onnx, tmp_path):
 def test_a_build_interrupted_while_publishing_is_cleaned_up(sample_build, tmp_path, monkeypatch):
     """Interrupted between moving files in and the manifest: no manifest lies, the next build cleans up."""
     from trtkit.pipeline import folder as buildfolder
-    from trtkit.pipeline import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, ModelOptions, build
     src, _ = sample_build
-    options = dict(onnx=os.path.join(src, "resnet18.fp32.onnx"), model="resnet18", backend="onnxruntime",
+    options = dict(source=ModelOptions(onnx=os.path.join(src, "resnet18.fp32.onnx"), model="resnet18"),
+                   backend="onnxruntime",
                    throughput_seconds=0, verify_images=32)
     out = str(tmp_path / "engines")
     build(BuildOptions(out=out, precisions="fp32", **options))

@@ -246,10 +246,11 @@ def test_trt_calibration_cache_round_trip(entropy_result, fp32_onnx, tmp_path):
 
 @pytest.mark.parametrize("method", ["entropy", "percentile", "minmax"])
 def test_int8_build_accuracy(method, fp32_onnx, tmp_path):
-    from trtkit.pipeline import BuildOptions, build, format_table
+    from trtkit.pipeline import BuildOptions, ModelOptions, build, format_table
     from trtkit.precision.config import CalibrationConfig
     out = str(tmp_path / "b")
-    manifest = build(BuildOptions(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
+    manifest = build(BuildOptions(source=ModelOptions(onnx=fp32_onnx, model="resnet18"), precisions="int8",
+                                  backend="onnxruntime",
                                   out=out, throughput_seconds=0,
                                   calibration=CalibrationConfig(method=method, images=128, batch=32)))
     art = manifest["artifacts"][0]
@@ -266,9 +267,9 @@ def test_int8_build_accuracy(method, fp32_onnx, tmp_path):
 
 
 def test_int8_gate_marks_failing_and_strict_exits(fp32_onnx, tmp_path):
-    from trtkit.pipeline import BuildOptions, build
+    from trtkit.pipeline import BuildOptions, ModelOptions, build
     from trtkit.precision.config import CalibrationConfig
-    options = dict(onnx=fp32_onnx, model="resnet18", precisions="int8", backend="onnxruntime",
+    options = dict(source=ModelOptions(onnx=fp32_onnx, model="resnet18"), precisions="int8", backend="onnxruntime",
                    throughput_seconds=0, verify_images=64, min_agreement={"int8": 1.01},
                    calibration=CalibrationConfig(method="minmax", images=64))
     out = str(tmp_path / "a")

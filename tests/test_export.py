@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from trtkit.pipeline import BuildOptions, build  # noqa: E402
+from trtkit.pipeline import BuildOptions, ModelOptions, build  # noqa: E402
 from trtkit.data import load_images  # noqa: E402
 from trtkit.onnx.export import export_onnx, torch_logits, validate_export  # noqa: E402
 
@@ -93,7 +93,7 @@ def test_foreign_onnx_builds_and_verifies(tmp_path, sample):
     assert raw.opset_import[0].version == 9
     assert len(raw.graph.input) > 1  # initializers listed as inputs
     out = str(tmp_path / "out")
-    manifest = build(BuildOptions(onnx=src, out=out, precisions="fp32,fp16", backend="onnxruntime",
+    manifest = build(BuildOptions(source=ModelOptions(onnx=src), out=out, precisions="fp32,fp16", backend="onnxruntime",
                                   throughput_seconds=0.2, verify_images=100))
     notes = " ".join(manifest["model"]["notes"])
     assert "removed" in notes and "kept opset 9" in notes and "batch" in notes
@@ -127,13 +127,13 @@ def test_fixed_batch_onnx_keeps_batches(tmp_path):
     """A graph whose rows depend on each other keeps its batch of 4 and still verifies; one that only spells
     the batch out in a Reshape shape gets a dynamic batch."""
     path = _fixed_batch_graph(str(tmp_path / "fixed.onnx"), mix_batch=True)
-    manifest = build(BuildOptions(onnx=path, out=str(tmp_path / "o"), precisions="fp32", backend="onnxruntime",
+    manifest = build(BuildOptions(source=ModelOptions(onnx=path), out=str(tmp_path / "o"), precisions="fp32", backend="onnxruntime",
                                   throughput_seconds=0, verify_images=10))
     assert any("kept the fixed batch size 4" in n for n in manifest["model"]["notes"])
     assert manifest["artifacts"][0]["verify"]["top1_agreement"] == 1.0
     assert manifest["artifacts"][0]["verify"]["accuracy"] is None  # 5 outputs vs 10 digit classes
     path = _fixed_batch_graph(str(tmp_path / "spelled.onnx"), mix_batch=False)
-    manifest = build(BuildOptions(onnx=path, out=str(tmp_path / "p"), precisions="fp32", backend="onnxruntime",
+    manifest = build(BuildOptions(source=ModelOptions(onnx=path), out=str(tmp_path / "p"), precisions="fp32", backend="onnxruntime",
                                   throughput_seconds=0, verify_images=10))
     assert any("made the fixed batch size 4 dynamic (1 Reshape" in n for n in manifest["model"]["notes"])
     assert manifest["artifacts"][0]["verify"]["top1_agreement"] == 1.0

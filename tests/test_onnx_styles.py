@@ -18,7 +18,7 @@ import pytest
 
 import onnx_zoo
 from conftest import rtx_engine_bytes
-from trtkit.pipeline import BuildOptions, build
+from trtkit.pipeline import BuildOptions, ModelOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
 from trtkit.deps import available
@@ -90,9 +90,10 @@ def style_builds(style_files, tmp_path_factory):
     builds = {}
     for style in STYLES:
         out = str(tmp_path_factory.mktemp(style) / "engines")
-        manifest = build(BuildOptions(onnx=style_files[style], model=style.replace("-", "_"), out=out,
-                                      precisions="fp32,fp16,int8", backend="onnxruntime", throughput_seconds=0,
-                                      verify_images=300, input_size=64 if style.startswith("paddle") else None,
+        source = ModelOptions(onnx=style_files[style], model=style.replace("-", "_"),
+                              input_size=64 if style.startswith("paddle") else None)
+        manifest = build(BuildOptions(source=source, out=out, precisions="fp32,fp16,int8", backend="onnxruntime",
+                                      throughput_seconds=0, verify_images=300,
                                       calibration=CalibrationConfig(method="minmax", images=256)))
         builds[style] = out, manifest
     return builds

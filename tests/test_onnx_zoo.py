@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx_zoo
 from conftest import run_cli
-from trtkit.pipeline import BuildOptions, build
+from trtkit.pipeline import BuildOptions, ModelOptions, build
 from trtkit.contract import InputContract
 from trtkit.data import load_images
 from trtkit.errors import InputError
@@ -78,7 +78,7 @@ def zoo_builds(zoo_files, tmp_path_factory):
     results = {}
     for name, path in zoo_files.items():
         out = str(tmp_path_factory.mktemp(name) / "engines")
-        manifest = build(BuildOptions(onnx=path, out=out, precisions="fp32,fp16,int8", backend="onnxruntime",
+        manifest = build(BuildOptions(source=ModelOptions(onnx=path), out=out, precisions="fp32,fp16,int8", backend="onnxruntime",
                                       throughput_seconds=0, verify_images=300,
                                       calibration=CalibrationConfig(method="minmax", images=256)))
         results[name] = dict((a["precision"], a) for a in manifest["artifacts"])

@@ -118,34 +118,58 @@ def _build_parser():
     return parser
 
 
+# Constructor parameters that are no flag, and why (a new parameter must be given a Field, or a reason here).
+NOT_FLAGS = {
+    "BuildOptions": {"source", "calibration", "tensorrt", "search"},  # its parts: their fields are its flags
+    "ModelOptions": {"input_size"},  # a shortcut of input={"size": ...}, which the --input-size field sets
+    "CalibrationConfig": {"seed"},  # fixed for repeatable calibrations; the manifest records it
+    "SearchConfig": {"methods"},  # the calibration methods the search tries: not a user choice yet
+}
+
+
 def test_every_build_flag_has_an_api_keyword_and_the_reverse():
-    """The keywords come from the option objects' declarations (KEYWORDS), never from argparse."""
+    """By the option objects' declarations (their Fields), not by argparse: every keyword trtkit.build() takes is a
+    declared field of one option object, every constructor parameter is reachable by a field (or said why not),
+    and the build command's parser holds exactly the declared flags."""
+    import inspect
+    from trtkit.contract import FIELDS as CONTRACT_FIELDS, InputContract
     from trtkit.pipeline.options import BuildOptions
+    objects = [BuildOptions] + [part for _, part in BuildOptions.PARTS]
+    keywords = BuildOptions.keywords()
+    assert len(keywords) == len(set(keywords)), "a keyword declared by two option objects"
+    assert set(keywords) == set(k for cls in objects for k in (f.keyword for f in cls.FIELDS))
+    # input_dtype: read from the ONNX graph only (a uint8 input), never asked of the user
+    contract_fields = set(inspect.signature(InputContract.__init__).parameters) - {"self", "input_dtype"}
+    assert set(f.param for f in CONTRACT_FIELDS) == contract_fields, "an InputContract field without its flag"
+    for cls in objects:
+        params = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        declared = set(f.into or f.param for f in cls.FIELDS)
+        assert declared <= params, (cls.__name__, "a field setting no constructor parameter", declared - params)
+        assert params - declared == NOT_FLAGS.get(cls.__name__, set()), (cls.__name__, "reachable by no flag")
+    # the CLI side: what `trtkit build` parses is the declared fields plus its own printing flags, nothing else
     parser = _build_parser()
-    cli_only = {"help", "json"}  # the CLI's own: printing
-    flags = set(a.dest for a in parser._actions) - cli_only
-    keywords = set(BuildOptions.keywords())
-    assert flags - keywords == set(), "flags without an API keyword"
-    assert keywords - flags == set(), "API keywords without a flag"
-    spelled = set(s for a in parser._actions for s in a.option_strings)
-    assert all("--" + k.replace("_", "-") in spelled for k in keywords)  # a keyword is its flag's name
+    spelled = set(s for a in parser._actions for s in a.option_strings if s.startswith("--"))
+    assert spelled == set(f.option for f in BuildOptions.fields()) | {"--help", "--json"}
+    assert {"--throughput-batch", "--min-agreement"} <= spelled
 
 
 def _same_options(cli, api):
+    assert cli.to_keywords() == api.to_keywords()
     assert cli.to_dict("tensorrt-rtx") == api.to_dict("tensorrt-rtx")
-    for name in ("backend", "out", "data", "throughput_seconds", "strict"):
-        assert getattr(cli, name) == getattr(api, name), name
-    for name in ("model", "checkpoint", "onnx", "num_classes", "exporter", "output_kind"):
-        assert getattr(cli.source, name) == getattr(api.source, name), name
-    assert cli.source.input_overrides() == api.source.input_overrides()
     assert cli.calibration.to_dict() == api.calibration.to_dict() and cli.search.to_dict() == api.search.to_dict()
     assert cli.tensorrt.to_dict() == api.tensorrt.to_dict()
+    assert cli.source.input_overrides() == api.source.input_overrides()
+    again = type(api).from_keywords(**api.to_keywords())  # to_keywords says every choice
+    assert again.to_keywords() == api.to_keywords() and again.to_dict("tensorrt") == api.to_dict("tensorrt")
 
 
 def test_flags_and_keywords_make_the_same_options(tmp_path):
     from trtkit.pipeline.options import BuildOptions
+    from trtkit.precision.types import DEFAULT_MIN_AGREEMENT
     parser = _build_parser()
-    _same_options(BuildOptions.from_args(parser.parse_args([])), BuildOptions.from_keywords())
+    defaults = BuildOptions.from_args(parser.parse_args([]))
+    _same_options(defaults, BuildOptions.from_keywords())
+    assert defaults.min_agreement == DEFAULT_MIN_AGREEMENT and defaults.precisions == ["fp32", "fp16"]
     names = tmp_path / "names.txt"
     names.write_text("a\nb\nc\n")
     cli = BuildOptions.from_args(parser.parse_args([
@@ -154,17 +178,55 @@ def test_flags_and_keywords_make_the_same_options(tmp_path):
         "--class-names", str(names), "--output-kind", "probabilities", "--calib-method", "percentile",
         "--calib-images", "64", "--no-calib-cache", "--cpu-isa", "avx2", "--batch", "1:4:16", "--workspace", "256",
         "--min-agreement", "int8=0.97,fp16=0.995", "--throughput-batch", "4", "--verify-images", "all",
-        "--bench-seconds", "0", "--strict", "--max-drop", "0.3", "--tune-images", "64", "--tolerance", "0.01"]))
+        "--bench-seconds", "0", "--strict", "--max-drop", "0.3", "--tune-images", "64", "--tolerance", "0.01",
+        "--exporter", "torchscript", "--calib-percentile", "99.9", "--trt-version", "10.3.0"]))
     api = BuildOptions.from_keywords(
         precision=["fp32", "int8"], backend="onnxruntime", out="elsewhere", input_size=(48, 192), mean=(0.5, 0.5, 0.5),
         std=0.25, resize="height", channel_order="bgr", class_names=["a", "b", "c"], output_kind="probabilities",
         calib_method="percentile", calib_images=64, no_calib_cache=True, cpu_isa="avx2", batch="1:4:16",
         workspace=256, min_agreement={"int8": 0.97, "fp16": 0.995}, throughput_batch=4, verify_images="all",
-        bench_seconds=0, strict=True, max_drop=0.3, tune_images=64, tolerance=0.01)
+        bench_seconds=0, strict=True, max_drop=0.3, tune_images=64, tolerance=0.01, exporter="torchscript",
+        calib_percentile=99.9, trt_version=(10, 3, 0))
     _same_options(cli, api)
-    assert api.min_agreement["int8"] == 0.97 and api.throughput_batch == 4 and api.tensorrt.batch == (1, 4, 16)
+    assert api.to_keywords() != defaults.to_keywords()
+    assert api.min_agreement == dict(DEFAULT_MIN_AGREEMENT, int8=0.97, fp16=0.995)
+    assert api.throughput_batch == 4 and api.default_batch == (1, 4, 32) and api.tensorrt.batch == (1, 4, 16)
+    assert api.out == "elsewhere" and api.source.input_size == (48, 192) and api.precisions == ["fp32", "int8"]
     assert api.calibration.use_cache is False and api.source.input_overrides()["class_names"] == ["a", "b", "c"]
+    assert api.source.input_overrides()["mean"] == (0.5, 0.5, 0.5) and api.source.input_overrides()["std"] == (0.25,)
     with pytest.raises(InputError, match="did you mean calib_method"):
         BuildOptions.from_keywords(calib_methd="percentile")
     with pytest.raises(InputError, match="not a positive fraction"):
         BuildOptions.from_keywords(min_agreement="int8=-1")
+    with pytest.raises(InputError, match="not N or HxW"):
+        BuildOptions.from_keywords(input_size="48by192")
+
+
+def test_a_step_options_object_goes_in_whole():
+    from trtkit.pipeline.options import BuildOptions
+    from trtkit.pipeline.source import ModelOptions
+    from trtkit.precision.config import CalibrationConfig
+    calibration = CalibrationConfig(method="mse", images=64)
+    options = BuildOptions.from_keywords(calibration=calibration, source=ModelOptions(input_size=32), precision="int8")
+    assert options.calibration is calibration and options.source.input_size == (32, 32)
+    assert options.to_keywords()["calib_method"] == "mse" and options.to_keywords()["input_size"] == (32, 32)
+    with pytest.raises(InputError, match="calib_images: option.* of the CalibrationConfig given as calibration="):
+        BuildOptions.from_keywords(calibration=calibration, calib_images=128)
+    with pytest.raises(InputError, match="calibration= takes a CalibrationConfig"):
+        BuildOptions.from_keywords(calibration={"method": "mse"})
+    with pytest.raises(InputError, match="options= takes a BuildOptions"):
+        trtkit.build(options=calibration)
+
+
+def test_step_objects_and_the_gate_keywords_reach_the_build(tmp_path):
+    """trtkit.build() with a ModelOptions as the model, a SearchConfig object, and the two keywords that no flag
+    or keyword reached before (throughput_batch, min_agreement): all land in the manifest."""
+    from trtkit.pipeline.source import ModelOptions
+    torch.manual_seed(0)
+    source = ModelOptions(model=TinyNet(), input={"size": (24, 40), "resize": "stretch"})
+    result = trtkit.build(model=source, precision="fp32",
+                          backend="onnxruntime", out=str(tmp_path / "b"), bench_seconds=0, verify_images=32,
+                          throughput_batch=4, min_agreement="fp32=0.9995")
+    options = result.manifest["options"]
+    assert options["throughput_batch"] == 4 and options["min_agreement"]["fp32"] == 0.9995
+    assert result.manifest["model"]["input"]["width"] == 40 and result.artifact("fp32")["status"] == "ok"

@@ -8,11 +8,12 @@ pixels into a model input by it.
 
 Where a contract comes from, in order: the checkpoint's trtkit metadata (or the
 model's own), the ONNX file's fixed dimensions, then the flags. Flags are
-*overrides* (``overrides_from_args``): they fill what the model leaves open and
+*overrides* (``FIELDS``, ``InputContract.overrides``): they fill what the model leaves open and
 must agree with what it fixes; ``resolve`` says which flag contradicts what.
 """
 
 from trtkit.errors import InputError
+from trtkit.keywords import Field
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -123,7 +124,7 @@ class InputContract(object):
         return repr(sorted(record.items()))
 
     def with_overrides(self, overrides):
-        """A copy with the fields in ``overrides`` (from ``overrides_from_args``) replaced."""
+        """A copy with the fields in ``overrides`` (``InputContract.overrides``) replaced."""
         values = self.to_dict()
         overrides = dict((k, v) for k, v in (overrides or {}).items() if v is not None)
         if "channels" in overrides and overrides["channels"] != self.channels:
@@ -148,66 +149,19 @@ class InputContract(object):
             self.channels, self.height, self.width, self.channel_order, self.pixel_scale, self.resize,
             self.mean, self.std)
 
-    # ---------------------------------------------------------------- command line
     @staticmethod
-    def add_arguments(group):
-        """The input flags, shared by every command that takes a model (build, calibrate)."""
-        group.add_argument("--input-size", type=_size_arg, metavar="N|HxW",
-                           help="input size, N (square) or HxW e.g. 48x192 (default: the model's)")
-        group.add_argument("--channels", type=int, choices=[1, 3], default=None,
-                           help="input channels (default: the model's, else 3)")
-        group.add_argument("--channel-order", choices=list(CHANNEL_ORDERS), default=None,
-                           help="channel order the model was trained on (default: rgb; Caffe models: bgr)")
-        group.add_argument("--mean", type=_floats_arg, metavar="M[,M,M]", default=None,
-                           help="per-channel mean, in the --pixel-scale units (default: ImageNet's)")
-        group.add_argument("--std", type=_floats_arg, metavar="S[,S,S]", default=None,
-                           help="per-channel std, in the --pixel-scale units (default: ImageNet's)")
-        group.add_argument("--pixel-scale", type=float, choices=list(PIXEL_SCALES), default=None,
-                           help="1: pixels in 0-1 before normalizing (default); 255: in 0-255")
-        group.add_argument("--resize", choices=list(RESIZE_MODES), default=None,
-                           help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); "
-                                "pad: keep the aspect ratio, fit inside and pad right/bottom; height: the height to "
-                                "the input's, width by the aspect ratio (squashed when wider), pad right (PaddleOCR "
-                                "text lines); stretch: plain resize")
-        group.add_argument("--layout", choices=list(LAYOUTS), default=None,
-                           help="the ONNX model's input layout (default: read from the graph; NHWC inputs, as "
-                                "tf2onnx writes Keras models, are rewritten to take NCHW)")
-        group.add_argument("--class-names", metavar="FILE", default=None,
-                           help="class names, one per line or a JSON list (default: from the data: folder "
-                                "names, CIFAR-10's meta file)")
-
-    # keyword (= the flag's name) -> the contract field it overrides
-    KEYWORDS = {"input_size": "size", "channels": "channels", "channel_order": "channel_order", "mean": "mean",
-                "std": "std", "pixel_scale": "pixel_scale", "resize": "resize", "layout": "layout",
-                "class_names": "class_names"}
-
-    @classmethod
-    def overrides(cls, **values):
-        """{field: value} of the keywords given (None: not given). ``class_names`` is a list of names, or a file
-        of them (``read_class_names``)."""
-        overrides = {}
-        for keyword, value in values.items():
-            if value is None:
-                continue
-            if keyword == "class_names" and isinstance(value, str):
-                value = read_class_names(value)
-            if keyword == "class_names":
-                value = list(value)
-            elif keyword in ("mean", "std"):  # 0.5, [0.5] and "0.5" say the same
-                try:
-                    value = tuple(float(v) for v in (value.split(",") if isinstance(value, str) else
-                                                     value if isinstance(value, (list, tuple)) else [value]))
-                except (TypeError, ValueError):
-                    raise InputError("--{} takes numbers separated by commas, got {!r}".format(keyword, value))
-            elif keyword == "input_size":
-                value = parse_size(value)
-            overrides[cls.KEYWORDS[keyword]] = value
-        return overrides
-
-    @classmethod
-    def overrides_from_args(cls, args):
-        """{field: value} the user set on the command line (unset flags are absent)."""
-        return cls.overrides(**dict((k, getattr(args, k)) for k in cls.KEYWORDS if hasattr(args, k)))
+    def overrides(values):
+        """``{field: value}`` (the fields of ``FIELDS``, e.g. ``{"size": "48x192", "mean": 0.5}``) checked and
+        parsed as their flags are; None values are left out (not given)."""
+        fields = dict((f.param, f) for f in FIELDS)
+        result = {}
+        for name, value in dict(values or {}).items():
+            if name not in fields:
+                raise InputError("the input contract has no field '{}'".format(name),
+                                 hint="use " + ", ".join(sorted(fields)))
+            if value is not None:
+                result[name] = fields[name].parameter(value)
+        return result
 
 
 UINT8_PIXELS = {"pixel_scale": 255.0, "mean": (0.0,), "std": (1.0,)}
@@ -340,3 +294,45 @@ def _floats_arg(text):
         return tuple(float(v) for v in str(text).split(",") if v.strip())
     except ValueError:
         raise argparse.ArgumentTypeError("expected numbers separated by commas, got '{}'".format(text))
+
+
+def _floats(value):
+    """0.5, [0.5], (0.5, 0.5, 0.5) and "0.5,0.5,0.5" -> a tuple of floats (per channel, or one for all)."""
+    try:
+        return tuple(float(v) for v in (value.split(",") if isinstance(value, str) else
+                                        value if isinstance(value, (list, tuple)) else [value]) if str(v).strip())
+    except (TypeError, ValueError):
+        raise InputError("a mean or std takes numbers separated by commas, got {!r}".format(value))
+
+
+def _class_names(value):
+    """A list of names, or a file of them (``read_class_names``)."""
+    return read_class_names(value) if isinstance(value, str) else [str(name) for name in value]
+
+
+# The input flags every command taking a model has (build, calibrate), as overrides of the contract's fields:
+# keyword (= the flag's name) and the field it sets, declared once (``trtkit.keywords``).
+FIELDS = (
+    Field("input_size", "size", parse=parse_size, type=_size_arg, metavar="N|HxW",
+          help="input size, N (square) or HxW e.g. 48x192 (default: the model's)"),
+    Field("channels", parse=int, type=int, choices=[1, 3],
+          help="input channels (default: the model's, else 3)"),
+    Field("channel_order", choices=list(CHANNEL_ORDERS),
+          help="channel order the model was trained on (default: rgb; Caffe models: bgr)"),
+    Field("mean", parse=_floats, type=_floats_arg, metavar="M[,M,M]",
+          help="per-channel mean, in the --pixel-scale units (default: ImageNet's)"),
+    Field("std", parse=_floats, type=_floats_arg, metavar="S[,S,S]",
+          help="per-channel std, in the --pixel-scale units (default: ImageNet's)"),
+    Field("pixel_scale", parse=float, type=float, choices=list(PIXEL_SCALES),
+          help="1: pixels in 0-1 before normalizing (default); 255: in 0-255"),
+    Field("resize", choices=list(RESIZE_MODES),
+          help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); pad: keep the aspect ratio, "
+               "fit inside and pad right/bottom; height: the height to the input's, width by the aspect ratio "
+               "(squashed when wider), pad right (PaddleOCR text lines); stretch: plain resize"),
+    Field("layout", choices=list(LAYOUTS),
+          help="the ONNX model's input layout (default: read from the graph; NHWC inputs, as tf2onnx writes Keras "
+               "models, are rewritten to take NCHW)"),
+    Field("class_names", parse=_class_names, metavar="FILE",
+          help="class names, one per line or a JSON list (default: from the data: folder names, CIFAR-10's meta "
+               "file)"),
+)

@@ -1,14 +1,17 @@
 """BuildOptions: every choice of a build, composed of each step's option object, validated when made.
 
 ``trtkit build``'s flags and ``trtkit.build()``'s keywords both become one of
-these (``add_arguments`` / ``from_args``); the pipeline (``trtkit.pipeline``)
-reads nothing else, and the manifest records it (``to_dict``).
+these, through the same declaration of each option (``trtkit.keywords``:
+``from_args`` is ``from_keywords`` on the parsed flags); the pipeline
+(``trtkit.pipeline``) reads nothing else, and the manifest records it (``to_dict``).
 """
 
 import os
 
+from trtkit.backends import backend_names
 from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.errors import InputError
+from trtkit.keywords import Field, Options, add_fields
 from trtkit.precision.types import DEFAULT_MIN_AGREEMENT, REQUESTABLE as PRECISIONS, Precision
 from trtkit.precision.config import CalibrationConfig
 from trtkit.search.config import SearchConfig
@@ -18,20 +21,21 @@ DEFAULT_OUT = os.path.join("build", "engines")
 DEFAULT_VERIFY_IMAGES = 1000
 
 
-class BuildOptions(object):
-    """Every choice of a build; ``from_args`` fills it from ``trtkit build``'s flags, Python callers directly.
+class BuildOptions(Options):
+    """Every choice of a build: the build's own (below) and its parts', each an option object of its step.
 
-    The model (``model``, ``checkpoint``, ``onnx``, ``num_classes``, ``input_size``,
-    ``exporter``) becomes ``self.source`` (a ModelOptions, or pass ``source``); ``calibration`` is a
-    CalibrationConfig and ``tensorrt`` a TensorRTOptions (defaults when None).
+    ``source``: a ModelOptions (which model; default: the sample), ``calibration``: a CalibrationConfig,
+    ``tensorrt``: a TensorRTOptions, ``search``: a SearchConfig (each: its defaults when None);
+    ``precisions``: a list or comma string of precisions, or ``auto``; ``min_agreement``: {precision:
+    fraction} or "fp16=0.995,int8=0.97", over the precisions' defaults. ``from_keywords`` makes one from
+    ``trtkit build``'s flag names (``trtkit.build()`` does), ``from_args`` from the parsed flags.
     """
 
-    def __init__(self, model=None, checkpoint=None, onnx=None, precisions=("fp32", "fp16"), backend="auto",
-                 num_classes=None, input_size=None, out=DEFAULT_OUT, data="sample", verify_images=DEFAULT_VERIFY_IMAGES,
-                 batch_size=32, exporter="auto", tolerance=1e-3, strict=False, throughput_seconds=1.0,
-                 throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None, source=None, search=None):
-        self.source = source or ModelOptions(model=model, checkpoint=checkpoint, onnx=onnx,
-                                             num_classes=num_classes, input_size=input_size, exporter=exporter)
+    def __init__(self, source=None, precisions=("fp32", "fp16"), backend="auto", out=DEFAULT_OUT, data="sample",
+                 verify_images=DEFAULT_VERIFY_IMAGES, batch_size=32, tolerance=1e-3, strict=False,
+                 throughput_seconds=1.0, throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None,
+                 search=None):
+        self.source = source or ModelOptions()
         self.precisions = parse_precisions(precisions)
         self.backend = backend
         self.out = out
@@ -47,7 +51,8 @@ class BuildOptions(object):
         self.search = search or SearchConfig()
         self.auto = self.precisions == ["auto"]
         if self.batch_size < 1 or self.throughput_batch < 1:
-            raise InputError("batch sizes must be at least 1 (--batch-size {})".format(batch_size))
+            raise InputError("batch sizes must be at least 1 (--batch-size {}, --throughput-batch {})".format(
+                batch_size, throughput_batch))
         self.verify_images = parse_image_count(verify_images, "--verify-images")
         if self.tolerance <= 0:
             raise InputError("--tolerance must be positive, got {:g}".format(self.tolerance))
@@ -59,7 +64,7 @@ class BuildOptions(object):
         return (1, min(self.throughput_batch, largest), largest)
 
     def to_dict(self, backend_name):
-        """The manifest's ``options``: enough to repeat the build."""
+        """The manifest's ``options``: enough to repeat the build (``to_keywords``: every choice)."""
         record = {"precisions": self.precisions, "batch_size": self.batch_size,
                   "throughput_batch": self.throughput_batch, "verify_images": self.verify_images,
                   "tolerance": self.tolerance, "min_agreement": self.min_agreement}
@@ -71,71 +76,50 @@ class BuildOptions(object):
             record["tensorrt"] = self.tensorrt.to_dict()
         return record
 
-    # ---------------------------------------------------------------- command line
-    @staticmethod
-    def add_arguments(parser):
-        from trtkit.backends import backend_names
-        ModelOptions.add_arguments(parser)
-        out = parser.add_argument_group("build")
-        out.add_argument("--precision", default="fp32,fp16", metavar="LIST",
-                         help="comma list of {}, or auto: the fastest variant within --max-drop (default: "
-                              "fp32,fp16)".format(",".join(PRECISIONS)))
-        out.add_argument("--backend", default="auto", choices=["auto"] + backend_names(),
-                         help="runtime to build for (default: auto = TensorRT when usable, else ONNX Runtime)")
-        out.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                         help="output folder; it holds one build: files of an earlier build there are replaced "
-                              "(default: build/engines)")
-        TensorRTOptions.add_arguments(parser)
-        ver = parser.add_argument_group("verification")
-        ver.add_argument("--data", default="sample", metavar="SOURCE",
-                         help="held-out images to verify on (default: sample)")
-        ver.add_argument("--verify-images", default=DEFAULT_VERIFY_IMAGES, metavar="N|all",
-                         help="verify on N held-out images chosen seeded from the split, or 'all' of them "
-                              "(streamed: memory does not grow with the split; default: {})".format(
-                                  DEFAULT_VERIFY_IMAGES))
-        ver.add_argument("--batch-size", type=int, default=32, help="batch size for verification (default: 32)")
-        ver.add_argument("--tolerance", type=float, default=1e-3,
-                         help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)")
-        ver.add_argument("--strict", action="store_true",
-                         help="exit non-zero when a variant's top-1 agreement is below its threshold")
-        ver.add_argument("--bench-seconds", type=float, default=1.0,
-                         help="seconds of throughput timing per variant (0 to skip; default: 1)")
-        ver.add_argument("--throughput-batch", type=int, default=8, metavar="N",
-                         help="batch size of that timing, and the OPT of an engine's default profile (default: 8)")
-        ver.add_argument("--min-agreement", default=None, metavar="P=F,...",
-                         help="decision agreement with FP32 below which a variant fails its gate, per precision, "
-                              "e.g. fp16=0.995,int8=0.97 (default: {})".format(",".join(
-                                  "{}={:g}".format(k, v) for k, v in sorted(DEFAULT_MIN_AGREEMENT.items()))))
-        CalibrationConfig.add_arguments(parser)
-        SearchConfig.add_arguments(parser)
-
-    # keyword (= flag) -> parameter, besides the keywords of the option objects it is made of (PARTS)
-    KEYWORDS = {"precision": "precisions", "backend": "backend", "out": "out", "data": "data",
-                "verify_images": "verify_images", "batch_size": "batch_size", "tolerance": "tolerance",
-                "strict": "strict", "bench_seconds": "throughput_seconds", "throughput_batch": "throughput_batch",
-                "min_agreement": "min_agreement"}
+    # ---------------------------------------------------------------- keywords and flags
+    WHAT = "trtkit.build()"
     PARTS = (("source", ModelOptions), ("calibration", CalibrationConfig), ("tensorrt", TensorRTOptions),
              ("search", SearchConfig))
+    BUILD = (
+        Field("precision", "precisions", metavar="LIST",
+              help="comma list of {}, or auto: the fastest variant within --max-drop (default: fp32,fp16)".format(
+                  ",".join(PRECISIONS))),
+        Field("backend", choices=["auto"] + backend_names(),
+              help="runtime to build for (default: auto = TensorRT when usable, else ONNX Runtime)"),
+        Field("out", metavar="DIR", help="output folder; it holds one build: files of an earlier build there are "
+                                         "replaced (default: build/engines)"),
+    )
+    VERIFICATION = (
+        Field("data", metavar="SOURCE", help="held-out images to verify on (default: sample)"),
+        Field("verify_images", metavar="N|all",
+              help="verify on N held-out images chosen seeded from the split, or 'all' of them (streamed: memory "
+                   "does not grow with the split; default: {})".format(DEFAULT_VERIFY_IMAGES)),
+        Field("batch_size", type=int, help="batch size for verification (default: 32)"),
+        Field("tolerance", type=float,
+              help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)"),
+        Field("strict", action="store_true",
+              help="exit non-zero when a variant's top-1 agreement is below its threshold"),
+        Field("bench_seconds", "throughput_seconds", type=float,
+              help="seconds of throughput timing per variant (0 to skip; default: 1)"),
+        Field("throughput_batch", type=int, metavar="N",
+              help="batch size of that timing, and the OPT of an engine's default profile (default: 8)"),
+        Field("min_agreement", metavar="P=F,...",
+              help="decision agreement with FP32 below which a variant fails its gate, per precision, e.g. "
+                   "fp16=0.995,int8=0.97 (default: {})".format(",".join(
+                       "{}={:g}".format(k, v) for k, v in sorted(DEFAULT_MIN_AGREEMENT.items())))),
+    )
+    FIELDS = BUILD + VERIFICATION
 
     @classmethod
-    def keywords(cls):
-        """Every keyword ``from_keywords`` (and ``trtkit.build``) takes: the build's own and its parts'."""
-        return sorted(set(cls.KEYWORDS).union(*(part.KEYWORDS for _, part in cls.PARTS)))
-
-    @classmethod
-    def from_keywords(cls, **values):
-        """BuildOptions from keywords (the flags' names with _ for -); each goes to the option object that
-        declares it; an unknown one is an InputError naming the closest."""
-        from trtkit.keywords import parameters, split
-        parts = split(values, cls, *(part for _, part in cls.PARTS))
-        own = parameters(cls, parts[0])
-        for (name, part), given in zip(cls.PARTS, parts[1:]):
-            own[name] = part.from_keywords(**given)
-        return cls(**own)
-
-    @classmethod
-    def from_args(cls, args):
-        return cls.from_keywords(**dict((k, getattr(args, k)) for k in cls.keywords() if hasattr(args, k)))
+    def add_arguments(cls, parser):
+        """``trtkit build``'s flags, in the order of a build: model, build, TensorRT, verification, calibration,
+        search."""
+        ModelOptions.add_arguments(parser)
+        add_fields(parser.add_argument_group("build"), cls.BUILD)
+        TensorRTOptions.add_arguments(parser)
+        add_fields(parser.add_argument_group("verification"), cls.VERIFICATION)
+        CalibrationConfig.add_arguments(parser)
+        SearchConfig.add_arguments(parser)
 
 
 def parse_image_count(value, flag):

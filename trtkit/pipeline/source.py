@@ -14,20 +14,22 @@ import os
 import re
 
 from trtkit import log
-from trtkit.contract import UINT8_PIXELS, InputContract, parse_size, resolve
+from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContract, parse_size, resolve
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
+from trtkit.keywords import Field, Options
+from trtkit.outputs import NAMES as OUTPUT_KINDS, help_text as output_kinds_help
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
 
 
-class ModelOptions(object):
+class ModelOptions(Options):
     """``model``: architecture name (or the name given to an ONNX model), or a ``torch.nn.Module`` (any
     classifier; ``input_size`` is then required, the class count comes from its output, ``checkpoint``
     optionally holds its weights); ``checkpoint``: PyTorch file
     (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
     count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
-    InputContract fields to override ({"mean": ..., "resize": ...}, see ``InputContract.overrides_from_args``);
+    InputContract fields to override ({"mean": ..., "resize": ...}, see ``contract.FIELDS``);
     ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``output_kind``: what the output holds
     (``trtkit.outputs``; None: detected from the model)."""
 
@@ -59,7 +61,7 @@ class ModelOptions(object):
         self.checkpoint = checkpoint
         self.onnx = onnx
         self.num_classes = int(num_classes) if num_classes is not None else None
-        self.input = dict(input or {})
+        self.input = InputContract.overrides(input)
         if input_size is not None:
             self.input["size"] = parse_size(input_size)
         self.exporter = exporter
@@ -75,45 +77,32 @@ class ModelOptions(object):
         """The InputContract fields the user set (see ``contract.resolve``)."""
         return dict(self.input)
 
-    # ---------------------------------------------------------------- command line
-    @staticmethod
-    def add_arguments(parser):
-        src = parser.add_argument_group("model")
-        src.add_argument("--model", default=None,
-                         help="architecture: resnet18, resnet34, resnet50 or torchvision:NAME (default: resnet18, "
-                              "or what the checkpoint records); with --onnx, the name given to the model")
-        src.add_argument("--checkpoint", metavar="FILE", help="PyTorch checkpoint (state_dict, {'state_dict':...}, "
-                         "{'model':...}, DataParallel); default: the built-in sample model")
-        src.add_argument("--onnx", metavar="FILE", help="an ONNX classifier instead of a PyTorch model")
-        src.add_argument("--num-classes", type=int, metavar="N",
-                         help="expected number of classes; a model for another count is refused")
-        InputContract.add_arguments(src)
-        src.add_argument("--exporter", default="auto", choices=list(EXPORTERS),
-                         help="torch ONNX exporter (default: auto = the current one, else TorchScript)")
-        from trtkit.outputs import NAMES, help_text
-        src.add_argument("--output-kind", default=None, choices=list(NAMES), metavar="KIND",
-                         help="what the model's output holds, and so its decision rule (default: read from the "
-                              "model: its last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: "
-                              "logits, or binary-logit for one column; needed for multilabel-logits, and where "
-                              "the output's column count is not fixed): " + help_text())
+    def to_keywords(self):
+        """Options.to_keywords, with a module given as ``model`` kept as that module."""
+        values = Options.to_keywords(self)
+        if self.module is not None:
+            values["model"] = self.module
+        return values
 
-    # keyword (= flag) -> parameter; the input contract's keywords (InputContract.KEYWORDS) are the model's too
-    KEYWORDS = dict({"model": "model", "checkpoint": "checkpoint", "onnx": "onnx", "num_classes": "num_classes",
-                     "exporter": "exporter", "output_kind": "output_kind"},
-                    **dict((k, None) for k in InputContract.KEYWORDS))
-
-    @classmethod
-    def from_keywords(cls, **values):
-        """ModelOptions from keywords: ``model`` may be a name or a ``torch.nn.Module``; the input contract's
-        keywords (``input_size``, ``mean``, ``resize``, ``class_names``...) become its overrides."""
-        contract = dict((k, values.pop(k)) for k in list(values) if k in InputContract.KEYWORDS)
-        params = dict((cls.KEYWORDS[k], v) for k, v in values.items() if v is not None)
-        return cls(input=InputContract.overrides(**contract), **params)
-
-    @classmethod
-    def from_args(cls, args):
-        from trtkit.keywords import args_values
-        return cls.from_keywords(**args_values(cls, args))
+    # the flags (and keywords) of the "model" group: the input contract's are the model's too
+    GROUP = ("model",)
+    FIELDS = (
+        Field("model", help="architecture: resnet18, resnet34, resnet50 or torchvision:NAME (default: resnet18, or "
+                            "what the checkpoint records); with --onnx, the name given to the model"),
+        Field("checkpoint", metavar="FILE", help="PyTorch checkpoint (state_dict, {'state_dict':...}, "
+              "{'model':...}, DataParallel); default: the built-in sample model"),
+        Field("onnx", metavar="FILE", help="an ONNX classifier instead of a PyTorch model"),
+        Field("num_classes", type=int, metavar="N",
+              help="expected number of classes; a model for another count is refused"),
+    ) + tuple(field.within("input") for field in CONTRACT_FIELDS) + (
+        Field("exporter", choices=list(EXPORTERS),
+              help="torch ONNX exporter (default: auto = the current one, else TorchScript)"),
+        Field("output_kind", choices=list(OUTPUT_KINDS), metavar="KIND",
+              help="what the model's output holds, and so its decision rule (default: read from the model: its "
+                   "last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: logits, or binary-logit "
+                   "for one column; needed for multilabel-logits, and where the output's column count is not "
+                   "fixed): " + output_kinds_help()),
+    )
 
 
 # what a PyTorch model takes: NCHW float32 (a --layout nhwc flag contradicts it)

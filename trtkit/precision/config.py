@@ -7,14 +7,16 @@ repeated from what the manifest says.
 """
 
 from trtkit.errors import InputError
-from trtkit.keywords import KeywordOptions
+from trtkit.keywords import Field, Options, add_fields
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, check_method
 
 DEFAULT_CALIB_IMAGES = 512
 DEFAULT_CALIB_BATCH = 32
+_DATA_HELP = ("images to calibrate on: a folder, CIFAR-10 folder, .npy/.npz or 'sample'; only its train split is used "
+              "(default: {})")
 
 
-class CalibrationConfig(KeywordOptions):
+class CalibrationConfig(Options):
     """How INT8 ranges are computed.
 
     ``data`` is the image source (None: the caller's default, the build's
@@ -59,44 +61,38 @@ class CalibrationConfig(KeywordOptions):
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
                 "cpu_isa": self.cpu_isa}
 
-    # ---------------------------------------------------------------- command line
-    @staticmethod
-    def add_arguments(parser, data_default="the --data source"):
-        """The "calibration (INT8)" group, shared by 'trtkit build' and 'trtkit calibrate'."""
-        cal = parser.add_argument_group("calibration (INT8)")
-        cal.add_argument("--calib-data", default=None, metavar="SOURCE",
-                         help="images to calibrate on: a folder, CIFAR-10 folder, .npy/.npz or 'sample'; only its "
-                              "train split is used (default: {})".format(data_default))
-        cal.add_argument("--calib-images", type=int, default=DEFAULT_CALIB_IMAGES, metavar="N",
-                         help="calibration images, drawn seeded from the train split (default: {})".format(
-                             DEFAULT_CALIB_IMAGES))
-        cal.add_argument("--calib-method", default=DEFAULT_METHOD, choices=list(METHODS),
-                         help="range method per activation: entropy (default): TensorRT's EntropyCalibration2 KL "
-                              "cut where it is sound, and the MSE-optimal range where the KL cut is degenerate "
-                              "(it clips over 1%% of the values: tensors that never come near zero, e.g. "
-                              "hardsigmoid or offset outputs); the calibration report and the manifest count "
-                              "which rule gave each range; mse: the range with the least INT8 quantization "
-                              "error everywhere; percentile (--calib-percentile); minmax: never clips")
-        cal.add_argument("--calib-percentile", type=float, default=DEFAULT_PERCENTILE, metavar="P",
-                         help="percentile for --calib-method percentile (default: {:g})".format(DEFAULT_PERCENTILE))
-        cal.add_argument("--calib-batch-size", type=int, default=DEFAULT_CALIB_BATCH, metavar="B",
-                         help="batch size of the statistics pass (default: {})".format(DEFAULT_CALIB_BATCH))
-        cal.add_argument("--no-calib-cache", action="store_true",
-                         help="recompute the calibration ranges even when a cached calibration matches")
-        cal.add_argument("--trt-version", default=None, metavar="X.Y.Z",
-                         help="TensorRT version written in the calibration cache header (default: the installed "
-                              "tensorrt, else 8.5.2)")
-        cal.add_argument("--cpu-isa", default="auto", choices=["auto", "vnni", "avx2"],
-                         help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: 8-bit "
-                              "weights), avx2 (no VNNI: 7-bit weights, as 8-bit products saturate there), or auto: "
-                              "this machine's (default); the manifest records it and runners warn on a CPU it "
-                              "does not fit")
+    @classmethod
+    def add_arguments(cls, parser, data_default="the --data source"):
+        """The "calibration (INT8)" group, shared by 'trtkit build' and 'trtkit calibrate' (whose images
+        default to another source: ``data_default``)."""
+        add_fields(parser.add_argument_group(*cls.GROUP), cls.FIELDS,
+                   {"calib_data": {"help": _DATA_HELP.format(data_default)}})
 
-    KEYWORDS = {"calib_data": "data", "calib_images": "images", "calib_method": "method",
-                "calib_percentile": "percentile", "calib_batch_size": "batch",
-                "no_calib_cache": ("use_cache", lambda no: not no), "trt_version": "trt_version",
-                "cpu_isa": "cpu_isa"}  # keyword (= flag) -> parameter
-
+    GROUP = ("calibration (INT8)",)
+    FIELDS = (
+        Field("calib_data", "data", metavar="SOURCE", help=_DATA_HELP.format("the --data source")),
+        Field("calib_images", "images", type=int, metavar="N",
+              help="calibration images, drawn seeded from the train split (default: {})".format(DEFAULT_CALIB_IMAGES)),
+        Field("calib_method", "method", choices=list(METHODS),
+              help="range method per activation: entropy (default): TensorRT's EntropyCalibration2 KL cut where it "
+                   "is sound, and the MSE-optimal range where the KL cut is degenerate (it clips over 1%% of the "
+                   "values: tensors that never come near zero, e.g. hardsigmoid or offset outputs); the calibration "
+                   "report and the manifest count which rule gave each range; mse: the range with the least INT8 "
+                   "quantization error everywhere; percentile (--calib-percentile); minmax: never clips"),
+        Field("calib_percentile", "percentile", type=float, metavar="P",
+              help="percentile for --calib-method percentile (default: {:g})".format(DEFAULT_PERCENTILE)),
+        Field("calib_batch_size", "batch", type=int, metavar="B",
+              help="batch size of the statistics pass (default: {})".format(DEFAULT_CALIB_BATCH)),
+        Field("no_calib_cache", "use_cache", negate=True, action="store_true",
+              help="recompute the calibration ranges even when a cached calibration matches"),
+        Field("trt_version", metavar="X.Y.Z",
+              help="TensorRT version written in the calibration cache header (default: the installed tensorrt, "
+                   "else 8.5.2)"),
+        Field("cpu_isa", choices=["auto", "vnni", "avx2"],
+              help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: 8-bit weights), avx2 "
+                   "(no VNNI: 7-bit weights, as 8-bit products saturate there), or auto: this machine's (default); "
+                   "the manifest records it and runners warn on a CPU it does not fit"),
+    )
 
 
 def _version(value):

@@ -1,7 +1,7 @@
 """SearchConfig: the accuracy budget of ``--precision auto`` and how hard to look, validated when made."""
 
 from trtkit.errors import InputError
-from trtkit.keywords import KeywordOptions
+from trtkit.keywords import Field, Options
 
 DEFAULT_MAX_DROP = 1.0      # top-1 points (accuracy when labelled, agreement otherwise)
 DEFAULT_TUNE_IMAGES = 256
@@ -9,7 +9,7 @@ DEFAULT_METHODS = ("entropy", "percentile")
 MIN_TIMING_SECONDS = 1.0    # every candidate is timed at least this long, whatever --bench-seconds says
 
 
-class SearchConfig(KeywordOptions):
+class SearchConfig(Options):
     """``max_drop``: top-1 points the chosen variant may lose against FP32 (accuracy on labelled held-out
     data, agreement otherwise); ``tune_images``: images of the tune split (the train split, never the
     final held-out one) that rank layers and size the mixed variant; ``methods``: calibration methods
@@ -30,15 +30,12 @@ class SearchConfig(KeywordOptions):
     def to_dict(self):
         return {"max_drop": self.max_drop, "tune_images": self.tune_images, "methods": list(self.methods)}
 
-    @staticmethod
-    def add_arguments(parser):
-        group = parser.add_argument_group("precision search (--precision auto)")
-        group.add_argument("--max-drop", type=float, default=DEFAULT_MAX_DROP, metavar="POINTS",
-                           help="top-1 points the chosen variant may lose against FP32: accuracy on labelled "
-                                "held-out data, else agreement (default: {:g})".format(DEFAULT_MAX_DROP))
-        group.add_argument("--tune-images", type=int, default=DEFAULT_TUNE_IMAGES, metavar="N",
-                           help="images of the tune split (from the train split, not the held-out one) that rank "
-                                "layer sensitivity (default: {})".format(DEFAULT_TUNE_IMAGES))
-
-    KEYWORDS = {"max_drop": "max_drop", "tune_images": "tune_images"}  # keyword (= flag) -> parameter
-
+    GROUP = ("precision search (--precision auto)",)
+    FIELDS = (
+        Field("max_drop", type=float, metavar="POINTS",
+              help="top-1 points the chosen variant may lose against FP32: accuracy on labelled held-out data, else "
+                   "agreement (default: {:g})".format(DEFAULT_MAX_DROP)),
+        Field("tune_images", type=int, metavar="N",
+              help="images of the tune split (from the train split, not the held-out one) that rank layer "
+                   "sensitivity (default: {})".format(DEFAULT_TUNE_IMAGES)),
+    )

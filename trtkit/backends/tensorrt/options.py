@@ -8,13 +8,13 @@ once, so a bad value fails before any model is exported.
 """
 
 from trtkit.errors import InputError
-from trtkit.keywords import KeywordOptions
+from trtkit.keywords import Field, Options
 
 VIAS = ("onnx", "torch2trt")
 INT8_PATHS = ("qdq", "implicit")
 
 
-class TensorRTOptions(KeywordOptions):
+class TensorRTOptions(Options):
     """``batch``: (min, opt, max) or None (the build's default profile); ``workspace_mib``: builder
     workspace (None: the TensorRT default); ``timing_cache``: file path (None: one per TensorRT and
     GPU in trtkit's cache); ``dla_core``: int or None; ``compute_capabilities``: list like
@@ -65,36 +65,29 @@ class TensorRTOptions(KeywordOptions):
                 "compute_capabilities": self.compute_capabilities, "via": self.via,
                 "int8_path": self.int8_path, "calib_cache": self.calib_cache}
 
-    # ---------------------------------------------------------------- command line
-    @staticmethod
-    def add_arguments(argparser):
-        group = argparser.add_argument_group("TensorRT", "options of --backend tensorrt / tensorrt-rtx")
-        group.add_argument("--batch", metavar="MIN:OPT:MAX", default=None,
-                         help="dynamic-batch optimization profile, or one number for a fixed batch "
-                              "(default: 1:THROUGHPUT_BATCH:BATCH_SIZE; with --dla-core the fixed OPT)")
-        group.add_argument("--workspace", type=float, metavar="MIB", default=None,
-                         help="builder workspace limit in MiB (default: TensorRT's)")
-        group.add_argument("--timing-cache", metavar="FILE", default=None,
-                         help="timing cache reused across builds (default: one per TensorRT version and GPU "
-                              "in trtkit's cache folder; TensorRT-RTX has none)")
-        group.add_argument("--dla-core", type=int, metavar="N", default=None,
-                         help="build for DLA core N with GPU fallback (Jetson Xavier/Orin; FP16/INT8 and a "
-                              "fixed batch only)")
-        group.add_argument("--compute-capability", metavar="LIST", default=None,
-                         help="TensorRT-RTX target GPUs, e.g. 8.6,8.9 or 'current' (default: TensorRT-RTX's set)")
-        group.add_argument("--via", default="onnx", choices=list(VIAS),
-                         help="onnx (default) or torch2trt: convert the PyTorch model directly (needs torch2trt, "
-                              "built from source: github.com/NVIDIA-AI-IOT/torch2trt)")
-        group.add_argument("--int8-path", default=None, choices=list(INT8_PATHS),
-                         help="qdq (default): INT8 from the Q/DQ ONNX, every TensorRT; implicit: FP32 ONNX + "
-                              "calibrator, TensorRT <= 10 only")
-        group.add_argument("--calib-cache", metavar="FILE", default=None,
-                         help="TensorRT calibration cache for the implicit INT8 path (read if present, else written)")
-
-    KEYWORDS = {"batch": "batch", "workspace": "workspace_mib", "timing_cache": "timing_cache",
-                "dla_core": "dla_core", "compute_capability": "compute_capabilities", "via": "via",
-                "int8_path": "int8_path", "calib_cache": "calib_cache"}  # keyword (= flag) -> parameter
-
+    GROUP = ("TensorRT", "options of --backend tensorrt / tensorrt-rtx")
+    FIELDS = (
+        Field("batch", metavar="MIN:OPT:MAX",
+              help="dynamic-batch optimization profile, or one number for a fixed batch (default: "
+                   "1:THROUGHPUT_BATCH:BATCH_SIZE; with --dla-core the fixed OPT)"),
+        Field("workspace", "workspace_mib", type=float, metavar="MIB",
+              help="builder workspace limit in MiB (default: TensorRT's)"),
+        Field("timing_cache", metavar="FILE",
+              help="timing cache reused across builds (default: one per TensorRT version and GPU in trtkit's cache "
+                   "folder; TensorRT-RTX has none)"),
+        Field("dla_core", type=int, metavar="N",
+              help="build for DLA core N with GPU fallback (Jetson Xavier/Orin; FP16/INT8 and a fixed batch only)"),
+        Field("compute_capability", "compute_capabilities", metavar="LIST",
+              help="TensorRT-RTX target GPUs, e.g. 8.6,8.9 or 'current' (default: TensorRT-RTX's set)"),
+        Field("via", choices=list(VIAS),
+              help="onnx (default) or torch2trt: convert the PyTorch model directly (needs torch2trt, built from "
+                   "source: github.com/NVIDIA-AI-IOT/torch2trt)"),
+        Field("int8_path", choices=list(INT8_PATHS),
+              help="qdq (default): INT8 from the Q/DQ ONNX, every TensorRT; implicit: FP32 ONNX + calibrator, "
+                   "TensorRT <= 10 only"),
+        Field("calib_cache", metavar="FILE",
+              help="TensorRT calibration cache for the implicit INT8 path (read if present, else written)"),
+    )
 
 
 def parse_batch(value):
