@@ -79,11 +79,42 @@ def test_throughput_rounds_with_one_sync_each():
     assert syncs[0] == 1 + 2 * 4  # the warm-up's, then start and stop of each round, never per call
 
 
-def test_quick_throughput_and_make_batch():
-    class Echo(object):
-        def infer(self, batch):
-            return batch[:, :1]
+def test_make_batch_repeats_a_short_set():
+    images = np.arange(3, dtype=np.float32).reshape(3, 1, 1, 1)
+    batch = timing.make_batch(images, 8)
+    assert batch.shape == (8, 1, 1, 1) and list(batch.ravel()) == [0, 1, 2, 0, 1, 2, 0, 1]
 
-    images = np.zeros((3, 1, 2, 2), dtype=np.float32)
-    assert timing.make_batch(images, 8).shape == (8, 1, 2, 2)
-    assert timing.quick_throughput(Echo(), images, batch_size=4, seconds=0.01) > 0
+
+class _Slowed(object):
+    """A runner whose call costs ``cost`` seconds of the fake clock, three times that during the machine's
+    busy spell (``spell`` = (start, end) on the clock), as when a neighbour takes the CPU."""
+
+    def __init__(self, clock, cost, spell, log, name):
+        self.clock, self.cost, self.spell, self.log, self.name = clock, cost, spell, log, name
+
+    def infer(self, batch):
+        busy = self.spell[0] <= self.clock() < self.spell[1]
+        self.clock.advance(self.cost * (3 if busy else 1))
+        if not self.log or self.log[-1] != self.name:
+            self.log.append(self.name)
+
+
+def test_interleaved_rounds_rank_runners_right_through_a_busy_spell():
+    images = np.zeros((8, 3, 4, 4), dtype=np.float32)
+
+    def rates(rounds):
+        clock, log = FakeClock(), []
+        spell = (0.25, 1.25)  # lands on the first runner when they are timed one after the other
+        runners = {"fast": _Slowed(clock, 0.001, spell, log, "fast"), "slow": _Slowed(clock, 0.0012, spell, log, "slow")}
+        figures = timing.interleaved_throughput(runners, images, batch_size=8, seconds=1.0, rounds=rounds,
+                                                clock=clock)
+        return dict((k, timing.median_rate(v)) for k, v in figures.items()), figures, log
+
+    one_after_other, _, _ = rates(rounds=1)
+    assert one_after_other["fast"] < one_after_other["slow"]  # the spell makes the faster one look slower
+    interleaved, figures, log = rates(rounds=4)
+    assert all(len(v) == 4 for v in figures.values())
+    assert interleaved["fast"] > interleaved["slow"]
+    # the order rotates (fast slow | slow fast | fast slow | slow fast): a runner ends one round and starts the next
+    assert log == ["fast", "slow", "fast", "slow", "fast"]
+    assert timing.median_rate([]) is None

@@ -126,7 +126,9 @@ def test_auto_meets_the_budget_with_a_mixed_variant_and_checks_its_speed(outlier
     for name in manifest["search"]["reports"]:
         assert os.path.isfile(os.path.join(result.dir, name))
     table = json.load(open(os.path.join(result.dir, "outliernet.sensitivity.json")))["layers"]
-    assert table[0]["drop"] >= table[-1]["drop"] and len(table) == 3  # conv1..conv3; the classifier stays float
+    # conv1..conv3 and the classifier (INT8 input and weights, float logits), ranked by the drop each causes
+    assert table[0]["drop"] >= table[-1]["drop"] and len(table) == 4
+    assert "node_linear" in [row["layer"] for row in table]
     assert table[0]["layer"] in mixed[0]["kept_layers"]
     assert set(manifest["files"]) == set(os.listdir(result.dir)) - {"manifest.json"}
     _the_chosen_artifact_is_the_default(result, selection["chosen"], tmp_path)

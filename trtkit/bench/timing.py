@@ -1,6 +1,7 @@
 """Timing loops: time-based warm-up, then iterations until enough time or count.
 
-``quick_throughput`` is the short figure printed in the build table. The full
+``interleaved_throughput`` gives the build table's figures (every variant in
+rotating rounds, so the precision search compares like with like). The full
 benchmarker builds on ``measure_latency`` (one synchronized call per sample)
 and ``measure_throughput`` (rounds of many calls in flight, one sync per
 round), both returning a ``Stats`` of per-call seconds with the percentiles
@@ -38,11 +39,35 @@ def warm_up(fn, seconds, sync=None, min_calls=1, clock=None):
             return calls
 
 
-def quick_throughput(runner, images, batch_size=8, seconds=1.0):
-    """Images per second of ``runner`` at ``batch_size`` (median call time), for the build table."""
+def interleaved_throughput(runners, images, batch_size=8, seconds=1.0, rounds=4, clock=None):
+    """{key: [images per second, one per round]} of every runner in ``runners`` ({key: runner}).
+
+    Why interleaved: on a shared machine a neighbour's busy spell lasts seconds.
+    Timed one after the other, the candidate that happens to run during it looks
+    slow, and a choice between runners that differ by 10-40% (the precision
+    search's) becomes a coin flip. Here each runner gets ``seconds`` in total,
+    split into ``rounds`` windows; every round times each runner once, the order
+    rotating, so a slow spell falls on all of them alike. Callers compare the
+    medians of the rounds (``median_rate``).
+    """
     batch = make_batch(images, batch_size)
-    stats = measure_latency(lambda: runner.infer(batch), warmup_seconds=0.2, min_seconds=seconds, min_iterations=3)
-    return batch_size / stats.median
+    keys = list(runners)
+    figures = dict((key, []) for key in keys)
+    rounds = max(1, int(rounds))
+    window = float(seconds) / rounds
+    for index in range(rounds):
+        shift = index % len(keys) if keys else 0
+        for key in keys[shift:] + keys[:shift]:
+            runner = runners[key]
+            stats = measure_latency(lambda: runner.infer(batch), warmup_seconds=0.2 if index == 0 else 0.05,
+                                    min_seconds=window, min_iterations=3, clock=clock)
+            figures[key].append(batch_size / stats.median)
+    return figures
+
+
+def median_rate(values):
+    """The median of per-round rates (None for none)."""
+    return float(np.median(values)) if values else None
 
 
 def make_batch(images, batch_size):

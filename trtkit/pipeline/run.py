@@ -176,8 +176,8 @@ def _verify_all(state, records):
                 record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
-            record["throughput_ips"] = _throughput(state, runner, record["throughput_batch"])
             _judge(record, options.min_agreement[record["precision"]])
+        _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
     return summary
 
 
@@ -205,15 +205,33 @@ def _advice(precision):
     return Precision.parse(precision).advice
 
 
-def _throughput(state, runner, batch):
+def _time_all(state, records, runners):
+    """Each verified record's ``throughput_ips``: the median of interleaved rounds (``bench.timing.
+    interleaved_throughput``), runners of one batch size timed together so that a busy spell of a shared
+    machine falls on every candidate alike; ``throughput_rounds`` keeps the per-round figures."""
     seconds = state.options.throughput_seconds
     if state.options.auto:  # the choice depends on speed: every candidate is timed
         from trtkit.search.config import MIN_TIMING_SECONDS
         seconds = max(seconds, MIN_TIMING_SECONDS)
-    if seconds <= 0:
-        return None
-    from trtkit.bench.timing import quick_throughput
-    return quick_throughput(runner, state.first_images, batch, seconds)
+    by_batch = {}
+    for record in records:
+        if record["name"] in runners:
+            record["throughput_ips"] = None
+            by_batch.setdefault(record["throughput_batch"], {})[record["name"]] = runners[record["name"]]
+    if seconds <= 0 or not by_batch:
+        return
+    from trtkit.bench.timing import interleaved_throughput, median_rate
+    from trtkit.search.config import TIMING_ROUNDS
+    figures = {}
+    for batch, group in sorted(by_batch.items()):
+        figures.update(interleaved_throughput(group, state.first_images, batch, seconds,
+                                              rounds=TIMING_ROUNDS if len(group) > 1 else 1))
+    for record in records:
+        if record["name"] in figures:
+            rates = figures[record["name"]]
+            record["throughput_ips"] = median_rate(rates)
+            if len(rates) > 1:
+                record["throughput_rounds"] = [round(rate, 1) for rate in rates]
 
 
 # ---------------------------------------------------------------- orchestration

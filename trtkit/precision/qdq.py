@@ -20,6 +20,8 @@ here, on a copy (``onnx_normalize.upgrade_opset``); the FP32/FP16 variants keep
 the original.
 """
 
+import copy
+
 import numpy as np
 
 from trtkit.deps import require
@@ -175,13 +177,14 @@ def _prepared(model):
 
 
 def quantizable_layers(model, encoding):
-    """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights,
-    the classifier excluded), in graph order: what ``keep_float`` can name."""
+    """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights, the
+    classifier layer included: its input and weights are INT8, its logits stay float), in graph order: what
+    ``keep_float`` can name."""
     check_encoding(encoding)
     g = _Graph(_prepared(model))
     head = head_tensors(g)
     return [(node.name, node.op_type) for node in g.graph.node
-            if weight_of(g, node) is not None and not any(o in head for o in node.output)]
+            if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))]
 
 
 INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_bits"} as JSON
@@ -234,10 +237,12 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
     if encoding == "cpu":
         from trtkit.precision.qdq_ort import ort_cpu_qdq
         g = _Graph(model)
-        head = [g.producer[t] for t in head_tensors(g) if t in g.producer]
+        logits = head_tensors(g)
+        head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
         kept = [n for n in g.graph.node if n.name in keep]
         written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept, weight_bits=bits)
         if written is not None:
+            _drop_qdq_of(written, logits)
             written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
             return written
     g = _Graph(model)
@@ -260,6 +265,35 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
     del model.graph.value_info[:]
     model.doc_string = "trtkit INT8 Q/DQ ({} encoding)".format(encoding)
     return model
+
+
+def _drop_qdq_of(model, tensors):
+    """Remove the Quantize/Dequantize pairs on ``tensors`` in ``model`` (in place): their consumers read the
+    float tensor again. ONNX Runtime's static quantizer always quantizes the output of a layer it runs in
+    INT8; the classifier layer runs in INT8 (its input and weights, as NNCF and TensorRT's quantization
+    toolkits do) but its logits must stay float (``qdq_place.head_tensors``)."""
+    tensors = set(tensors)
+    quantized = dict((n.output[0], n.input[0]) for n in model.graph.node
+                     if n.op_type == "QuantizeLinear" and n.input[0] in tensors)
+    if not quantized:
+        return
+    dropped, renamed = set(), {}  # indices: protobuf hands out a new wrapper object per access, so no id()
+    for index, node in enumerate(model.graph.node):
+        if node.op_type == "QuantizeLinear" and node.output[0] in quantized:
+            dropped.add(index)
+        elif node.op_type == "DequantizeLinear" and node.input[0] in quantized:
+            dropped.add(index)
+            renamed[node.output[0]] = quantized[node.input[0]]
+    if any(output.name in renamed for output in model.graph.output):
+        raise ValueError("a graph output is a dequantized tensor: its Q/DQ cannot be dropped")
+    kept = [copy.deepcopy(n) for index, n in enumerate(model.graph.node) if index not in dropped]
+    for node in kept:
+        for index, name in enumerate(node.input):
+            if name in renamed:
+                node.input[index] = renamed[name]
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    _drop_unused_initializers(model)
 
 
 def _covered(ranges, model):

@@ -7,6 +7,7 @@ DEFAULT_MAX_DROP = 1.0      # top-1 points (accuracy when labelled, agreement ot
 DEFAULT_TUNE_IMAGES = 256
 DEFAULT_METHODS = ("entropy", "percentile")
 MIN_TIMING_SECONDS = 1.0    # every candidate is timed at least this long, whatever --bench-seconds says
+TIMING_ROUNDS = 4           # ... in this many interleaved windows (bench.timing.interleaved_throughput)
 
 
 class SearchConfig(Options):
