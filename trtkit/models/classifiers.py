@@ -1,4 +1,4 @@
-"""ResNet18/34/50 with torchvision's exact architecture and state_dict layout.
+"""ResNet18/34/50/101 with torchvision's exact architecture and state_dict layout.
 
 torchvision does not import everywhere trtkit runs (a CPU-only torch here, old
 JetPack wheels there), so trtkit defines the ResNets itself: same module names,
@@ -21,6 +21,7 @@ ARCHITECTURES = {
     "resnet18": ("basic", (2, 2, 2, 2)),
     "resnet34": ("basic", (3, 4, 6, 3)),
     "resnet50": ("bottleneck", (3, 4, 6, 3)),
+    "resnet101": ("bottleneck", (3, 4, 23, 3)),
 }
 STEMS = ("imagenet", "cifar")
 LIBRARY_PREFIXES = ("torchvision:", "timm:")
@@ -49,8 +50,8 @@ def _build_classes():
     torch = require("torch", "building a ResNet")
     nn = torch.nn
 
-    def conv3x3(cin, cout, stride=1):
-        return nn.Conv2d(cin, cout, kernel_size=3, stride=stride, padding=1, bias=False)
+    def conv3x3(cin, cout, stride=1, dilation=1):
+        return nn.Conv2d(cin, cout, kernel_size=3, stride=stride, padding=dilation, dilation=dilation, bias=False)
 
     def conv1x1(cin, cout, stride=1):
         return nn.Conv2d(cin, cout, kernel_size=1, stride=stride, bias=False)
@@ -58,8 +59,10 @@ def _build_classes():
     class BasicBlock(nn.Module):
         expansion = 1
 
-        def __init__(self, cin, width, stride=1, downsample=None):
+        def __init__(self, cin, width, stride=1, downsample=None, dilation=1):
             super(BasicBlock, self).__init__()
+            if dilation > 1:  # as torchvision: a dilated backbone is made of Bottlenecks
+                raise NotImplementedError("dilation > 1 is not supported in BasicBlock")
             self.conv1 = conv3x3(cin, width, stride)
             self.bn1 = nn.BatchNorm2d(width)
             self.relu = nn.ReLU(inplace=True)
@@ -77,11 +80,11 @@ def _build_classes():
         # torchvision's "ResNet v1.5": the stride sits on the 3x3 convolution.
         expansion = 4
 
-        def __init__(self, cin, width, stride=1, downsample=None):
+        def __init__(self, cin, width, stride=1, downsample=None, dilation=1):
             super(Bottleneck, self).__init__()
             self.conv1 = conv1x1(cin, width)
             self.bn1 = nn.BatchNorm2d(width)
-            self.conv2 = conv3x3(width, width, stride)
+            self.conv2 = conv3x3(width, width, stride, dilation)
             self.bn2 = nn.BatchNorm2d(width)
             self.conv3 = conv1x1(width, width * self.expansion)
             self.bn3 = nn.BatchNorm2d(width * self.expansion)
@@ -96,9 +99,12 @@ def _build_classes():
             return self.relu(out + identity)
 
     class ResNet(nn.Module):
-        def __init__(self, block, layers, num_classes=1000, stem="imagenet"):
+        def __init__(self, block, layers, num_classes=1000, stem="imagenet", dilate=(False, False, False)):
+            """``dilate``: for layer2..layer4, replace the stride by a dilation (torchvision's
+            ``replace_stride_with_dilation``): the segmentation backbones' output stride 8."""
             super(ResNet, self).__init__()
             self.inplanes = 64
+            self.dilation = 1
             if stem == "cifar":
                 # Small images (32x32): a 3x3 stride-1 stem and no max-pool keep spatial detail.
                 self.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
@@ -109,9 +115,9 @@ def _build_classes():
             self.bn1 = nn.BatchNorm2d(64)
             self.relu = nn.ReLU(inplace=True)
             self.layer1 = self._make_layer(block, 64, layers[0])
-            self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
-            self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
-            self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
+            self.layer2 = self._make_layer(block, 128, layers[1], stride=2, dilate=dilate[0])
+            self.layer3 = self._make_layer(block, 256, layers[2], stride=2, dilate=dilate[1])
+            self.layer4 = self._make_layer(block, 512, layers[3], stride=2, dilate=dilate[2])
             self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
             self.fc = nn.Linear(512 * block.expansion, num_classes)
             for module in self.modules():
@@ -121,15 +127,19 @@ def _build_classes():
                     nn.init.constant_(module.weight, 1)
                     nn.init.constant_(module.bias, 0)
 
-        def _make_layer(self, block, width, blocks, stride=1):
+        def _make_layer(self, block, width, blocks, stride=1, dilate=False):
             downsample = None
+            previous_dilation = self.dilation
+            if dilate:
+                self.dilation *= stride
+                stride = 1
             if stride != 1 or self.inplanes != width * block.expansion:
                 downsample = nn.Sequential(conv1x1(self.inplanes, width * block.expansion, stride),
                                            nn.BatchNorm2d(width * block.expansion))
-            layers = [block(self.inplanes, width, stride, downsample)]
+            layers = [block(self.inplanes, width, stride, downsample, previous_dilation)]
             self.inplanes = width * block.expansion
             for _ in range(1, blocks):
-                layers.append(block(self.inplanes, width))
+                layers.append(block(self.inplanes, width, dilation=self.dilation))
             return nn.Sequential(*layers)
 
         def forward(self, x):
@@ -149,6 +159,15 @@ def _classes():
     return _CLASSES
 
 
+def resnet(name, num_classes=1000, stem="imagenet", dilate=(False, False, False)):
+    """The bare ResNet ``name`` of ``ARCHITECTURES`` (no contract): a classifier, or the backbone of a
+    segmentation model (``models.segmentation``), whose ``dilate`` flags trade layer2..4's strides for
+    dilations."""
+    kind, layers = ARCHITECTURES[name]
+    classes = _classes()
+    return classes["resnet"](classes[kind], layers, num_classes=num_classes, stem=stem, dilate=tuple(dilate))
+
+
 def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=IMAGENET_MEAN, std=IMAGENET_STD,
                  contract=None):
     """Build an untrained model by name; it carries ``.trtkit_name``, ``.input_contract``, ``.stem``.
@@ -164,9 +183,7 @@ def create_model(name, num_classes=1000, stem="imagenet", input_size=None, mean=
     elif name.startswith("timm:"):
         model = _timm_model(name.split(":", 1)[1], num_classes)
     else:
-        kind, layers = ARCHITECTURES[name]
-        classes = _classes()
-        model = classes["resnet"](classes[kind], layers, num_classes=num_classes, stem=stem)
+        model = resnet(name, num_classes=num_classes, stem=stem)
     default_size = 32 if stem == "cifar" else 224
     model.trtkit_name = name
     model.stem = stem

@@ -1,0 +1,224 @@
+"""Segmentation models with torchvision's exact module layout: FCN and DeepLabV3 on ResNet50/101, and an FCN
+on ResNet18/34 (what a Jetson Nano user trains).
+
+Why not torchvision itself: it does not import everywhere trtkit runs (see
+``models.classifiers``). The modules here have torchvision's names and shapes,
+so a torchvision segmentation checkpoint (``backbone.*``, ``classifier.*`` and,
+when it was trained with the auxiliary loss, ``aux_classifier.*``) loads with
+``strict=True`` and gives the same outputs:
+
+- the backbone keeps the ResNet's stem and ``layer1..layer4`` (torchvision's
+  ``IntermediateLayerGetter``: avgpool and fc dropped), with layer3 and layer4
+  dilated instead of strided for ResNet50/101 (output stride 8), plain for
+  ResNet18/34 (basic blocks have no dilation in torchvision either);
+- ``classifier`` is an ``FCNHead`` or a ``DeepLabHead`` (ASPP with rates 12,
+  24, 36 and an image-pooling branch); ``aux_classifier`` an ``FCNHead`` on layer3;
+- ``forward`` returns a dict with ``out`` (and ``aux``) upsampled bilinearly
+  (``align_corners=False``) to the input size: class scores ``[N, C, H, W]``.
+
+``deployable(model)`` is what trtkit exports: the ``out`` tensor only (the
+auxiliary head is a training aid; ``keep_aux=True`` keeps it as a second output).
+"""
+
+from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
+from trtkit.deps import require
+from trtkit.errors import InputError
+
+# name -> (head, backbone ResNet, dilate layer2..4)
+ARCHITECTURES = {
+    "fcn_resnet18": ("fcn", "resnet18", (False, False, False)),
+    "fcn_resnet34": ("fcn", "resnet34", (False, False, False)),
+    "fcn_resnet50": ("fcn", "resnet50", (False, True, True)),
+    "fcn_resnet101": ("fcn", "resnet101", (False, True, True)),
+    "deeplabv3_resnet50": ("deeplabv3", "resnet50", (False, True, True)),
+    "deeplabv3_resnet101": ("deeplabv3", "resnet101", (False, True, True)),
+}
+DEFAULT_CLASSES = 21  # torchvision's default: the 20 Pascal VOC classes and background
+ASPP_RATES = (12, 24, 36)
+BACKBONE_PARTS = ("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4")
+
+
+def model_names():
+    return sorted(ARCHITECTURES)
+
+
+def is_segmentation_name(name):
+    return name in ARCHITECTURES
+
+
+def _build_classes():
+    """Define the nn.Module classes on first use, so this module imports without torch."""
+    torch = require("torch", "building a segmentation model")
+    nn = torch.nn
+    functional = torch.nn.functional
+
+    class Backbone(nn.ModuleDict):
+        """A ResNet's modules up to layer4, by their torchvision names; returns {"out": layer4, "aux": layer3}."""
+
+        def __init__(self, resnet):
+            super(Backbone, self).__init__([(name, getattr(resnet, name)) for name in BACKBONE_PARTS])
+
+        def forward(self, x):
+            features = {}
+            for name, module in self.items():
+                x = module(x)
+                if name == "layer3":
+                    features["aux"] = x
+            features["out"] = x
+            return features
+
+    class FCNHead(nn.Sequential):
+        def __init__(self, in_channels, channels):
+            inter = in_channels // 4
+            super(FCNHead, self).__init__(
+                nn.Conv2d(in_channels, inter, 3, padding=1, bias=False), nn.BatchNorm2d(inter), nn.ReLU(),
+                nn.Dropout(0.1), nn.Conv2d(inter, channels, 1))
+
+    class ASPPConv(nn.Sequential):
+        def __init__(self, in_channels, out_channels, dilation):
+            super(ASPPConv, self).__init__(
+                nn.Conv2d(in_channels, out_channels, 3, padding=dilation, dilation=dilation, bias=False),
+                nn.BatchNorm2d(out_channels), nn.ReLU())
+
+    class ASPPPooling(nn.Sequential):
+        def __init__(self, in_channels, out_channels):
+            super(ASPPPooling, self).__init__(
+                nn.AdaptiveAvgPool2d(1), nn.Conv2d(in_channels, out_channels, 1, bias=False),
+                nn.BatchNorm2d(out_channels), nn.ReLU())
+
+        def forward(self, x):
+            size = x.shape[-2:]
+            for module in self:
+                x = module(x)
+            return functional.interpolate(x, size=size, mode="bilinear", align_corners=False)
+
+    class ASPP(nn.Module):
+        def __init__(self, in_channels, rates, out_channels=256):
+            super(ASPP, self).__init__()
+            branches = [nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, bias=False),
+                                      nn.BatchNorm2d(out_channels), nn.ReLU())]
+            branches += [ASPPConv(in_channels, out_channels, rate) for rate in rates]
+            branches.append(ASPPPooling(in_channels, out_channels))
+            self.convs = nn.ModuleList(branches)
+            self.project = nn.Sequential(
+                nn.Conv2d(len(branches) * out_channels, out_channels, 1, bias=False),
+                nn.BatchNorm2d(out_channels), nn.ReLU(), nn.Dropout(0.5))
+
+        def forward(self, x):
+            return self.project(torch.cat([branch(x) for branch in self.convs], dim=1))
+
+    class DeepLabHead(nn.Sequential):
+        def __init__(self, in_channels, channels):
+            super(DeepLabHead, self).__init__(
+                ASPP(in_channels, ASPP_RATES), nn.Conv2d(256, 256, 3, padding=1, bias=False), nn.BatchNorm2d(256),
+                nn.ReLU(), nn.Conv2d(256, channels, 1))
+
+    class SegmentationModel(nn.Module):
+        """torchvision's ``_SimpleSegmentationModel``: backbone, classifier, optional aux_classifier."""
+
+        def __init__(self, backbone, classifier, aux_classifier=None):
+            super(SegmentationModel, self).__init__()
+            self.backbone = backbone
+            self.classifier = classifier
+            self.aux_classifier = aux_classifier
+
+        def forward(self, x):
+            size = x.shape[-2:]
+            features = self.backbone(x)
+            result = {"out": functional.interpolate(self.classifier(features["out"]), size=size, mode="bilinear",
+                                                    align_corners=False)}
+            if self.aux_classifier is not None:
+                result["aux"] = functional.interpolate(self.aux_classifier(features["aux"]), size=size,
+                                                       mode="bilinear", align_corners=False)
+            return result
+
+    class Deployable(nn.Module):
+        """A segmentation model whose forward returns the ``out`` tensor (and ``aux`` when kept): what
+        ONNX export and every runtime take."""
+
+        def __init__(self, model, keep_aux=False):
+            super(Deployable, self).__init__()
+            self.model = model
+            self.keep_aux = keep_aux
+
+        def forward(self, x):
+            result = self.model(x)
+            if not isinstance(result, dict):
+                return result
+            if self.keep_aux and "aux" in result:
+                return result["out"], result["aux"]
+            return result["out"]
+
+    return {"backbone": Backbone, "fcn": FCNHead, "deeplabv3": DeepLabHead, "model": SegmentationModel,
+            "deployable": Deployable}
+
+
+_CLASSES = {}
+
+
+def _classes():
+    if not _CLASSES:
+        _CLASSES.update(_build_classes())
+    return _CLASSES
+
+
+def create_segmentation_model(name, num_classes=DEFAULT_CLASSES, aux=False, input_size=None, contract=None):
+    """An untrained segmentation model ``name`` (``ARCHITECTURES``) with ``num_classes`` output channels, the
+    auxiliary head when ``aux``; it carries ``.trtkit_name``, ``.num_classes``, ``.task`` and ``.input_contract``
+    (ImageNet normalization, 520 as torchvision's presets unless ``input_size``)."""
+    if name not in ARCHITECTURES:
+        raise InputError("unknown segmentation model '{}'".format(name),
+                         hint="choose one of {}".format(", ".join(model_names())))
+    from trtkit.models.classifiers import ARCHITECTURES as RESNETS, resnet
+    head, backbone_name, dilate = ARCHITECTURES[name]
+    classes = _classes()
+    backbone = classes["backbone"](resnet(backbone_name, dilate=dilate))
+    channels = 512 * (4 if RESNETS[backbone_name][0] == "bottleneck" else 1)
+    classifier = classes[head](channels, num_classes)
+    aux_classifier = classes["fcn"](channels // 2, num_classes) if aux else None
+    model = classes["model"](backbone, classifier, aux_classifier)
+    model.trtkit_name = name
+    model.num_classes = num_classes
+    model.task = "segmentation"
+    if contract is None:
+        contract = InputContract(size=input_size or 520, mean=IMAGENET_MEAN, std=IMAGENET_STD)
+    elif input_size:
+        contract = contract.with_overrides({"size": input_size})
+    model.input_contract = contract
+    return model
+
+
+def deployable(model, keep_aux=False):
+    """``model`` wrapped so that it returns a tensor (the ``out`` entry of a dict output; with ``keep_aux`` also
+    ``aux``), keeping its trtkit attributes; a model that returns a tensor is returned as it is."""
+    wrapper = _classes()["deployable"](model, keep_aux)
+    for attribute in ("trtkit_name", "num_classes", "task", "input_contract", "stem"):
+        if hasattr(model, attribute):
+            setattr(wrapper, attribute, getattr(model, attribute))
+    return wrapper
+
+
+def infer_segmentation_layout(state_dict):
+    """(name, num_classes, has_aux) of a torchvision-style segmentation state_dict, or None when it is not one.
+
+    The head is told by ``classifier.0.convs.0.0.weight`` (ASPP: DeepLabV3) or ``classifier.0.weight`` (FCN);
+    the backbone by its layer3 block count and block kind; the classes by the last classifier convolution."""
+    if "backbone.conv1.weight" not in state_dict:
+        return None
+    head = "deeplabv3" if "classifier.0.convs.0.0.weight" in state_dict else \
+        "fcn" if "classifier.0.weight" in state_dict else None
+    if head is None:
+        return None
+    last = "classifier.4.weight"
+    if last not in state_dict:
+        return None
+    bottleneck = "backbone.layer1.0.conv3.weight" in state_dict
+    blocks = 0
+    while "backbone.layer3.{}.conv1.weight".format(blocks) in state_dict:
+        blocks += 1
+    backbone = {(False, 2): "resnet18", (False, 6): "resnet34", (True, 6): "resnet50",
+                (True, 23): "resnet101"}.get((bottleneck, blocks))
+    name = "{}_{}".format(head, backbone) if backbone else None
+    if name not in ARCHITECTURES:
+        return None
+    return name, int(state_dict[last].shape[0]), "aux_classifier.0.weight" in state_dict
