@@ -1,0 +1,147 @@
+"""Verification of dense (segmentation) outputs against the FP32 reference, streamed.
+
+A segmentation model answers per pixel: the arg-max over the class channel of
+``[N, C, H, W]`` scores, or for one channel ``[N, 1, H, W]`` the sign of a
+logit / a probability above 0.5 (``trtkit.outputs``, the same decision rules as
+classifiers, applied per pixel). A variant is judged by
+
+- ``pixel_agreement``: the share of pixels whose decision equals FP32's (also
+  written as ``top1_agreement``, the figure every verification gate reads);
+- ``miou_vs_reference`` and ``class_iou_vs_reference``: IoU of the variant's
+  decision map with FP32's, per class and averaged over the classes present in
+  either (a class neither shows has no IoU and does not count);
+- with ground-truth masks: ``miou`` and ``class_iou`` of the variant and
+  ``reference_miou`` of FP32 against them (also written as ``accuracy`` and
+  ``reference_accuracy``: the budget of ``--precision auto`` is then in mIoU
+  points), and ``pixel_accuracy``; pixels equal to the ignore index (255 by
+  default) count nowhere.
+
+Only confusion matrices (classes x classes integers) and sums are kept between
+batches, so verifying a data set of any size needs the memory of one batch.
+"""
+
+import numpy as np
+
+from trtkit.errors import InputError, VerificationFailed
+
+IGNORE_INDEX = 255
+
+
+def confusion(expected, got, classes, valid=None):
+    """The (classes, classes) int64 matrix counting pixels of class ``expected`` decided as ``got``."""
+    expected = np.asarray(expected, dtype=np.int64).ravel()
+    got = np.asarray(got, dtype=np.int64).ravel()
+    if valid is not None:
+        valid = np.asarray(valid, dtype=bool).ravel()
+        expected, got = expected[valid], got[valid]
+    return np.bincount(expected * classes + got, minlength=classes * classes).reshape(classes, classes)
+
+
+def class_iou(matrix):
+    """IoU per class of a confusion matrix (None where the class is in neither map) and their mean (None when
+    no class is present)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    hits = np.diag(matrix)
+    union = matrix.sum(axis=0) + matrix.sum(axis=1) - hits
+    ious = [float(h / u) if u > 0 else None for h, u in zip(hits, union)]
+    present = [v for v in ious if v is not None]
+    return ious, (float(np.mean(present)) if present else None)
+
+
+class DenseComparison(object):
+    """``verify.Comparison`` for ``[N, C, H, W]`` outputs; ``update(outputs, reference, masks=None)`` per batch,
+    ``result()`` at the end. ``kind``: the output kind (``trtkit.outputs``); ``ignore_index``: the mask value
+    that counts nowhere."""
+
+    def __init__(self, kind=None, ignore_index=IGNORE_INDEX):
+        from trtkit.outputs import LOGITS, OutputKind
+        self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
+        if self.kind.multilabel:
+            raise InputError("a segmentation output is one class per pixel, not {}".format(self.kind.name),
+                             hint="--output-kind logits, probabilities, binary-logit or binary-probability")
+        self.ignore_index = ignore_index
+        self.classes = None
+        self.images = 0
+        self.pixels = 0
+        self.agree = 0
+        self.versus_reference = None
+        self.versus_masks = None
+        self.reference_versus_masks = None
+        self.labelled = True
+        self.max_diff = 0.0
+        self.sum_diff = 0.0
+        self.elements = 0
+
+    def decide(self, outputs):
+        """The decision map (N, H, W) int64 of ``outputs`` (N, C, H, W)."""
+        n, c, h, w = outputs.shape
+        flat = np.moveaxis(outputs, 1, -1).reshape(-1, c)
+        return self.kind.decide(flat).reshape(n, h, w)
+
+    def update(self, outputs, reference, masks=None):
+        outputs = np.asarray(outputs, dtype=np.float32)
+        reference = np.asarray(reference, dtype=np.float32)
+        if outputs.shape != reference.shape:
+            raise VerificationFailed(
+                "the variant's output shape {} differs from the FP32 reference's {}".format(
+                    outputs.shape, reference.shape),
+                hint="the artifact was not built from this model: rebuild it")
+        if outputs.ndim != 4:
+            raise VerificationFailed("the output has shape {}; segmentation models output (N, C, H, W)".format(
+                outputs.shape))
+        self.kind.check_columns(outputs.shape[1], "the output's class channel")
+        classes = self.kind.classes(outputs.shape[1])
+        if self.classes is None:
+            self.classes = classes
+            self.versus_reference = np.zeros((classes, classes), dtype=np.int64)
+        got, expected = self.decide(outputs), self.decide(reference)
+        self.images += int(outputs.shape[0])
+        self.pixels += int(got.size)
+        self.agree += int(np.sum(got == expected))
+        self.versus_reference += confusion(expected, got, classes)
+        self._update_masks(masks, got, expected, classes)
+        diff = np.abs(outputs - reference)
+        if diff.size:
+            self.max_diff = max(self.max_diff, float(diff.max()))
+            self.sum_diff += float(diff.sum(dtype=np.float64))
+            self.elements += int(diff.size)
+
+    def _update_masks(self, masks, got, expected, classes):
+        if masks is None or not self.labelled:
+            self.labelled = False
+            return
+        masks = np.asarray(masks)
+        if masks.shape != got.shape:
+            raise InputError("masks of shape {} do not match the model's output maps {}".format(
+                masks.shape, got.shape), hint="each mask must have its image's size (resized with it)")
+        valid = masks != self.ignore_index
+        if np.any(masks[valid] >= classes) or np.any(masks[valid] < 0):
+            raise InputError("a mask holds class {} but the model has {} classes (0..{}; {} is ignored)".format(
+                int(masks[valid].max()), classes, classes - 1, self.ignore_index),
+                hint="check the masks' class indices, or set the ignore index")
+        if self.versus_masks is None:
+            self.versus_masks = np.zeros((classes, classes), dtype=np.int64)
+            self.reference_versus_masks = np.zeros((classes, classes), dtype=np.int64)
+        self.versus_masks += confusion(masks, got, classes, valid)
+        self.reference_versus_masks += confusion(masks, expected, classes, valid)
+
+    def result(self):
+        record = {"images": self.images, "task": "segmentation", "decision": self.kind.name, "metric": "miou",
+                  "pixels": self.pixels, "max_abs_diff": self.max_diff,
+                  "mean_abs_diff": self.sum_diff / self.elements if self.elements else 0.0,
+                  "accuracy": None, "reference_accuracy": None}
+        agreement = self.agree / float(self.pixels) if self.pixels else None
+        record["pixel_agreement"] = record["top1_agreement"] = agreement
+        if self.versus_reference is not None:
+            ious, mean = class_iou(self.versus_reference)
+            record["class_iou_vs_reference"], record["miou_vs_reference"] = ious, mean
+        labelled = self.labelled and self.versus_masks is not None and self.versus_masks.sum() > 0
+        if labelled:
+            ious, mean = class_iou(self.versus_masks)
+            _, reference_mean = class_iou(self.reference_versus_masks)
+            record.update(class_iou=ious, miou=mean, reference_miou=reference_mean, accuracy=mean,
+                          reference_accuracy=reference_mean,
+                          pixel_accuracy=float(np.trace(self.versus_masks)) / self.versus_masks.sum(),
+                          reference_pixel_accuracy=float(np.trace(self.reference_versus_masks))
+                          / self.reference_versus_masks.sum())
+        return record
