@@ -298,14 +298,15 @@ def infer_stem(state_dict):
     return "imagenet"
 
 
-def load_model(name, checkpoint, num_classes=None, input_size=None):
+def load_model(name, checkpoint, num_classes=None, input_size=None, parts=None):
     """Build ``name`` and load ``checkpoint`` into it strictly, with a clear message on mismatch.
 
     ``num_classes`` and the stem are taken from the checkpoint (``fc.weight``,
     ``conv1.weight``); an explicit ``num_classes`` that disagrees is an error.
-    The input contract comes from trtkit metadata when present.
+    The input contract comes from trtkit metadata when present. ``parts``: the (state_dict, metadata) of
+    ``checkpoint`` when the caller has already read them.
     """
-    state, meta = read_checkpoint(checkpoint)
+    state, meta = parts if parts is not None else read_checkpoint(checkpoint)
     name = name or meta.get("arch") or "resnet18"
     found = infer_num_classes(state)
     if found is None:

@@ -222,3 +222,24 @@ def infer_segmentation_layout(state_dict):
     if name not in ARCHITECTURES:
         return None
     return name, int(state_dict[last].shape[0]), "aux_classifier.0.weight" in state_dict
+
+
+def load_segmentation_model(name, checkpoint, state, meta, layout, num_classes=None):
+    """The segmentation model of ``checkpoint`` (its ``state`` and trtkit ``meta`` already read; ``layout`` from
+    ``infer_segmentation_layout``), loaded strictly; ``name`` (``--model``) must agree with the layout and
+    ``num_classes`` with the checkpoint's."""
+    from trtkit.errors import ModelMismatch
+    found, classes, aux = layout
+    if name and name != found:
+        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
+                            hint="pass --model {} (or drop --model)".format(found))
+    if num_classes is not None and num_classes != classes:
+        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
+                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
+    contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
+    model = create_segmentation_model(found, num_classes=classes, aux=aux, contract=contract)
+    from trtkit.models.classifiers import _load_strict
+    _load_strict(model, state, checkpoint, found)
+    model.eval()
+    model.trtkit_meta = meta
+    return model

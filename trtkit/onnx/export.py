@@ -143,8 +143,10 @@ def torch_logits(model, images, batch_size=64):
     return np.concatenate(outputs)
 
 
-def validate_export(onnx_path, reference_logits, images, tolerance=1e-3, batch_size=32):
-    """Check an exported ONNX against PyTorch logits on the same images; raise above tolerance."""
+def validate_export(onnx_path, reference_logits, images, tolerance=1e-3, batch_size=32, comparison=None):
+    """Check an exported ONNX against PyTorch logits on the same images; raise above tolerance. The agreement
+    is ``comparison``'s (a ``verify.Comparison`` or ``dense.DenseComparison``: the model's decision rule),
+    else that of the arg-max over axis 1."""
     from trtkit.onnx.load import load_onnx
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
     load_onnx(onnx_path, check=True)
@@ -153,7 +155,11 @@ def validate_export(onnx_path, reference_logits, images, tolerance=1e-3, batch_s
         single = runner.infer(images[:1])  # the batch axis really is dynamic
     diff = float(np.max(np.abs(got - reference_logits)))
     diff = max(diff, float(np.max(np.abs(single - reference_logits[:1]))))
-    agreement = float(np.mean(got.argmax(1) == reference_logits.argmax(1)))
+    if comparison is not None:
+        comparison.update(got, reference_logits)
+        agreement = comparison.result()["top1_agreement"]
+    else:
+        agreement = float(np.mean(got.argmax(1) == reference_logits.argmax(1)))
     if not np.isfinite(diff) or diff > tolerance:
         raise VerificationFailed("the ONNX export differs from PyTorch by {:.3g} (tolerance {:.1g})".format(
             diff, tolerance), hint="re-run with --exporter torchscript, or report the model to trtkit")

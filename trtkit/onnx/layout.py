@@ -19,7 +19,8 @@
 """
 
 from trtkit.deps import require
-from trtkit.onnx.normalize import dims_of, graph_inputs
+from trtkit.errors import InputError
+from trtkit.onnx.normalize import dims_of, graph_inputs, has_shape
 
 _TO_NCHW = [0, 3, 1, 2]
 _PASS_THROUGH = ("Flatten", "Reshape", "Squeeze", "Identity", "Cast")
@@ -180,7 +181,36 @@ def flatten_output(model):
     return "flattened the output '{}' from {} to (N, {})".format(output.name, _show(dims), dims[1])
 
 
-def output_kind(model):
+TASKS = ("classification", "segmentation")
+
+
+def task_of(model):
+    """What the first output says the model does: ``segmentation`` for a [N, C, H, W] map (H or W not 1 or
+    dynamic), ``classification`` for [N, classes] or [N, classes, 1, 1]; None when its rank is unknown."""
+    if not model.graph.output or not has_shape(model.graph.output[0]):
+        return None
+    dims = dims_of(model.graph.output[0])
+    if len(dims) == 4 and dims[2:] != [1, 1]:
+        return "segmentation"
+    return "classification" if len(dims) in (2, 4) else None
+
+
+def check_task(model, task=None):
+    """The task of ``model``: the detected one, or ``task`` (``--task``) when it agrees with the output's rank;
+    InputError when they contradict (a classifier built as segmentation or the reverse)."""
+    found = task_of(model)
+    output = model.graph.output[0] if model.graph.output else None
+    if task is None:
+        return found or "classification"
+    if found is not None and found != task:
+        raise InputError("--task {} does not fit this ONNX: its output '{}' {} is {}".format(
+            task, output.name, _show(dims_of(output)),
+            "a [N, C, H, W] map (segmentation)" if found == "segmentation" else "[N, classes] (classification)"),
+            hint="drop --task (trtkit detects it) or pass the model trained for {}".format(task))
+    return task
+
+
+def output_kind(model, task="classification"):
     """The ``trtkit.outputs`` kind name the first output holds, or None when it cannot be told.
 
     The activation that produces it (through Flatten/Reshape/Squeeze/Identity/Cast) and its column count
@@ -195,7 +225,8 @@ def output_kind(model):
             producers[out] = node
     output = model.graph.output[0] if model.graph.output else None
     dims = dims_of(output) if output is not None else []
-    columns = dims[-1] if dims and isinstance(dims[-1], int) else None
+    axis = 1 if task == "segmentation" and len(dims) > 1 else -1  # a map's classes are its channels
+    columns = dims[axis] if dims and isinstance(dims[axis], int) else None
     activation, name = None, output.name if output is not None else None
     for _ in range(8):
         node = producers.get(name)
@@ -210,6 +241,8 @@ def output_kind(model):
     if columns is None:
         return None
     if activation == "Sigmoid":
+        if task == "segmentation" and columns != 1:
+            return None  # a sigmoid per channel of a map: overlapping masks, not one class per pixel
         return "binary-probability" if columns == 1 else "multilabel-probabilities"
     return "binary-logit" if columns == 1 else "logits"
 

@@ -95,8 +95,9 @@ class OnnxSummary(object):
     ``contract``: the InputContract a trtkit export recorded, else None.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, task="classification"):
         check_image_input(model)
+        self.task = task
         inputs = graph_inputs(model)
         self.input_name = inputs[0].name
         self.input_shape = dims_of(inputs[0])
@@ -105,7 +106,7 @@ class OnnxSummary(object):
         self.opset = opset_of(model)
         self.contract = contract_metadata(model)
         from trtkit.onnx.layout import output_kind
-        self.output_kind = output_kind(model)
+        self.output_kind = output_kind(model, task)
         self.source_layout = "nchw"   # the model's own input, before prepare_onnx rewrote it
         self.source_dtype = "float32"
 
@@ -120,12 +121,15 @@ class OnnxSummary(object):
 
     @property
     def num_classes(self):
-        last = self.output_shape[-1] if self.output_shape else None
+        """The class axis's length: the last of (N, classes), the channels of a (N, C, H, W) segmentation map."""
+        axis = 1 if self.task == "segmentation" else -1
+        last = self.output_shape[axis] if len(self.output_shape) > 1 else None
         return last if isinstance(last, int) else None
 
     def to_dict(self):
         return {"input_name": self.input_name, "input_shape": self.input_shape, "output_names": self.output_names,
                 "output_shape": self.output_shape, "output_kind": self.output_kind, "opset": self.opset,
+                "task": self.task,
                 "source_layout": self.source_layout, "source_dtype": self.source_dtype}
 
 
@@ -163,7 +167,7 @@ def _show(dims):
     return "[{}]".format(", ".join(str(d) if d is not None else "?" for d in dims))
 
 
-def prepare_onnx(src, dst, notes=None, layout=None):
+def prepare_onnx(src, dst, notes=None, layout=None, task=None):
     """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes).
 
     ``layout`` (``nchw``/``nhwc``, None: detect) is the user's word on the input layout; one that
@@ -202,13 +206,15 @@ def prepare_onnx(src, dst, notes=None, layout=None):
     sums = norm.sums_to_adds(model)
     if sums:
         notes.append("{} two-input Sum node(s) are Add".format(sums))
-    model = _with_output_shape(norm.infer_shapes(model))
-    flattened = onnx_layout.flatten_output(model)
+    model = _with_map_channels(_with_output_shape(norm.infer_shapes(model)))
+    task = onnx_layout.check_task(model, task)
+    flattened = onnx_layout.flatten_output(model) if task == "classification" else None
     if flattened:
         notes.append(flattened)
         model = norm.infer_shapes(model)
-    check_classifier_output(model)
-    summary = OnnxSummary(model)
+    if task == "classification":
+        check_classifier_output(model)
+    summary = OnnxSummary(model, task)
     summary.source_layout, summary.source_dtype = source_layout, source_dtype
     if summary.output_kind not in ("logits", None):
         notes.append("the output '{}' holds {}: verification uses its decision rule (trtkit.outputs) and compares "
@@ -229,4 +235,38 @@ def _with_output_shape(model):
     for info in model.graph.value_info:
         if info.name == output.name and has_shape(info):
             output.type.CopyFrom(info.type)
+    return model
+
+
+# ops whose output has the channels of their first input (a segmentation map's last steps)
+_SAME_CHANNELS = ("Resize", "Upsample", "Sigmoid", "Softmax", "LogSoftmax", "Identity", "Cast", "Relu")
+
+
+def _with_map_channels(model):
+    """Fill in the channel count of a [N, ?, H, W] first output from the tensor its upsampling reads.
+
+    Shape inference loses it when a Resize takes sizes computed from the input's shape (a segmentation
+    export's ``interpolate(size=x.shape[-2:])``), yet the classes are the channels of the class-score map
+    before the Resize, which inference does know."""
+    output = model.graph.output[0] if model.graph.output else None
+    if output is None or not has_shape(output):
+        return model
+    dims = output.type.tensor_type.shape.dim
+    if len(dims) != 4 or dims[1].HasField("dim_value"):
+        return model
+    shapes = dict((info.name, info) for info in list(model.graph.value_info) + list(model.graph.input))
+    producers = dict((out, node) for node in model.graph.node for out in node.output)
+    name = output.name
+    for _ in range(8):
+        node = producers.get(name)
+        if node is None or node.op_type not in _SAME_CHANNELS:
+            return model
+        name = node.input[0]
+        info = shapes.get(name)
+        if info is not None and has_shape(info):
+            found = info.type.tensor_type.shape.dim
+            if len(found) == 4 and found[1].HasField("dim_value"):
+                dims[1].Clear()
+                dims[1].dim_value = found[1].dim_value
+                return model
     return model

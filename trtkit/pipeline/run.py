@@ -66,6 +66,11 @@ def _select_verify_data(state):
     if contract.class_names is None and names is not None and (num_classes is None or len(names) == num_classes):
         contract.class_names = list(names)
         state.source.info["input"] = contract.to_dict()
+    if state.source.info.get("task") == "segmentation":  # a folder's labels are per image, not masks
+        labels = False
+        if contract.class_names is not None and num_classes is not None and len(contract.class_names) != num_classes:
+            contract.class_names = None
+            state.source.info["input"] = contract.to_dict()
     state.labels_usable = labels
     return {"source": options.data, "identity": selection.identity, "split": "heldout",
             "images": len(selection), "labels": labels}
@@ -85,10 +90,13 @@ def _export(state):
     exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
                                   contract=state.source.contract)
     reference = torch_logits(model, images, options.batch_size)
-    diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance)
+    comparison = _comparison(state.source.info)
+    diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
+                                      comparison=comparison)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
-             "top-1 agreement {:.2%} on {} images ({:.1f}s)".format(state.name, exporter, opset, diff, agreement,
-                                                                    len(images), time.time() - start))
+             "{} agreement {:.2%} on {} images ({:.1f}s)".format(
+                 state.name, exporter, opset, diff, _agreement_name(comparison.result()), agreement, len(images),
+                 time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
             "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
 
@@ -137,7 +145,7 @@ def _verify_all(state, records):
     counts are kept (``verify.Comparison``), so memory does not grow with the data.
     """
     import contextlib
-    from trtkit.pipeline.verify import Comparison, run_batches
+    from trtkit.pipeline.verify import run_batches
     options = state.options
     summary = {"images": 0, "seconds": 0.0, "images_per_second": None, "unreadable_images": 0}
     with contextlib.ExitStack() as stack:
@@ -151,7 +159,7 @@ def _verify_all(state, records):
                               status_detail="not run: {}".format(exc))
                 log.warn("{} built but not run: {}".format(record["name"], exc))
                 continue
-            runners[record["name"]] = (runner, Comparison(state.source.info.get("output_kind")))
+            runners[record["name"]] = (runner, _comparison(state.source.info))
         if not runners:
             return summary
         reference = _reference_runner(state, stack)
@@ -181,6 +189,16 @@ def _verify_all(state, records):
     return summary
 
 
+def _comparison(info):
+    """The streamed comparison for the model's task: per image (``verify.Comparison``) or per pixel
+    (``dense.DenseComparison``), by the output kind's decision rule."""
+    if info.get("task") == "segmentation":
+        from trtkit.pipeline.dense import DenseComparison
+        return DenseComparison(info.get("output_kind"))
+    from trtkit.pipeline.verify import Comparison
+    return Comparison(info.get("output_kind"))
+
+
 def _judge(record, threshold):
     """The verification gate: agreement of the model's decisions with FP32 at least ``threshold``; a
     verification of nothing (no image) fails it."""
@@ -192,12 +210,19 @@ def _judge(record, threshold):
     elif agreement < threshold:
         record["status"] = "failing"
         record["status_detail"] = "{} agreement {:.2%} is below {:.0%}".format(
-            "top-1" if record["verify"].get("decision") in (None, "logits", "probabilities", "log-probabilities")
-            else "decision", agreement, threshold)
+            _agreement_name(record["verify"]), agreement, threshold)
     else:
         record["status"] = "ok"
     if record["status"] == "failing":
         log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
+
+
+def _agreement_name(verification):
+    """What the agreement counts: pixels of a segmentation map, the top-1 class, or the model's decisions."""
+    from trtkit.outputs import OutputKind
+    if verification.get("task") == "segmentation":
+        return "pixel"
+    return "top-1" if OutputKind.parse(verification.get("decision") or "logits").single_label else "decision"
 
 
 def _advice(precision):

@@ -31,10 +31,11 @@ class ModelOptions(Options):
     count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
     InputContract fields to override ({"mean": ..., "resize": ...}, see ``contract.FIELDS``);
     ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``output_kind``: what the output holds
-    (``trtkit.outputs``; None: detected from the model)."""
+    (``trtkit.outputs``; None: detected from the model); ``task``: ``classification`` or ``segmentation``
+    (None: detected from the model's output: [N, classes] or a [N, C, H, W] map)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None):
+                 input=None, output_kind=None, task=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         self.module = None
@@ -51,7 +52,12 @@ class ModelOptions(Options):
             raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
         if num_classes is not None and int(num_classes) < 1:
             raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
-        if model and not onnx:
+        from trtkit.onnx.layout import TASKS
+        if task is not None and task not in TASKS:
+            raise InputError("unknown task '{}'".format(task), hint="use one of " + ", ".join(TASKS))
+        self.task = task
+        from trtkit.models.segmentation import is_segmentation_name
+        if model and not onnx and not is_segmentation_name(model):
             from trtkit.models.classifiers import check_model_name
             check_model_name(model)
             if not checkpoint and model != "resnet18":
@@ -97,6 +103,10 @@ class ModelOptions(Options):
     ) + tuple(field.within("input") for field in CONTRACT_FIELDS) + (
         Field("exporter", choices=list(EXPORTERS),
               help="torch ONNX exporter (default: auto = the current one, else TorchScript)"),
+        Field("task", choices=["classification", "segmentation"],
+              help="what the model does (default: read from its output: [N, classes] is classification, a "
+                   "[N, C, H, W] map of class scores or a one-channel [N, 1, H, W] logit/probability map is "
+                   "segmentation, verified per pixel: pixel agreement and mIoU)"),
         Field("output_kind", choices=list(OUTPUT_KINDS), metavar="KIND",
               help="what the model's output holds, and so its decision rule (default: read from the model: its "
                    "last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: logits, or binary-logit "
@@ -141,7 +151,7 @@ def _onnx_source(options, work_dir):
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     overrides = options.input_overrides()
-    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"))
+    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"), task=options.task)
     for note in notes:
         log.info("onnx: " + note)
     c, h, w = summary.image_shape
@@ -161,7 +171,7 @@ def _onnx_source(options, work_dir):
     info = {"name": name, "source": "onnx", "onnx": os.path.abspath(options.onnx),
             "sha256": sha256_file(options.onnx), "num_classes": num_classes, "input": contract.to_dict(),
             "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
-            "output_kind": kind.name, "notes": notes}
+            "output_kind": kind.name, "task": summary.task, "notes": notes}
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
 
 
@@ -185,7 +195,7 @@ def _torch_source(options):
     from trtkit.fileio import sha256_file
     from trtkit.models.classifiers import load_model
     if options.checkpoint:
-        model = load_model(options.model, options.checkpoint, num_classes=options.num_classes)
+        model = _checkpoint_model(options)
         kind, path = "checkpoint", options.checkpoint
     else:
         from trtkit.models.sample import sample_model
@@ -196,12 +206,40 @@ def _torch_source(options):
                              hint="pass --checkpoint for your own model")
     model.input_contract = contract = resolve(model.input_contract, options.input_overrides(), TORCH_INPUT,
                                               what=model.trtkit_name)
+    task = getattr(model, "task", "classification")
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
-            "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": model.stem,
-            "input": contract.to_dict(),
+            "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": getattr(model, "stem", None),
+            "input": contract.to_dict(), "task": task,
             "output_kind": _output_kind(options.output_kind or "logits", model.num_classes, model.trtkit_name).name}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=model.num_classes)
+
+
+def _checkpoint_model(options):
+    """The model of ``options.checkpoint``: a segmentation model when its state_dict has that layout (or
+    ``--task segmentation`` / a segmentation ``--model`` says so), else a classifier; a checkpoint of the other
+    task than ``--task`` asks for is refused in one line."""
+    from trtkit.models.classifiers import load_model, read_checkpoint
+    from trtkit.models.segmentation import infer_segmentation_layout, is_segmentation_name, load_segmentation_model
+    state, meta = read_checkpoint(options.checkpoint)
+    layout = infer_segmentation_layout(state)
+    asked = options.task or ("segmentation" if options.model and is_segmentation_name(options.model) else None)
+    if asked == "classification" and layout:
+        raise ModelMismatch("{} is a {} segmentation checkpoint, not a classifier".format(
+            options.checkpoint, layout[0]), hint="drop --task classification (or pass a classifier checkpoint)")
+    if asked == "segmentation" and not layout:
+        raise ModelMismatch("{} is not a segmentation checkpoint (no backbone.* and classifier.* of an FCN or "
+                            "DeepLabV3)".format(options.checkpoint),
+                            hint="drop --task segmentation for a classifier, or pass --onnx for other models")
+    if layout:
+        return deployable_model(load_segmentation_model(options.model, options.checkpoint, state, meta, layout,
+                                                        num_classes=options.num_classes))
+    return load_model(options.model, options.checkpoint, num_classes=options.num_classes, parts=(state, meta))
+
+
+def deployable_model(model):
+    from trtkit.models.segmentation import deployable
+    return deployable(model)
 
 
 def _module_source(options):
@@ -225,16 +263,27 @@ def _module_source(options):
             raise InputError("the module does not run on a {} input: {}".format(
                 "x".join(str(d) for d in (1,) + contract.shape), str(exc).splitlines()[0][:200]),
                 hint="check input_size and channels")
-    if not hasattr(out, "shape") or out.dim() != 2:
-        raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs".format(
-            tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
-            hint="end the module with torch.flatten(x, 1) before the last layer, or return logits only")
+    name = getattr(module, "trtkit_name", None) or type(module).__name__
+    if isinstance(out, dict) and "out" in out:  # torchvision's segmentation models: export the `out` map
+        module = deployable_model(module)
+        out = out["out"]
+    task = "segmentation" if hasattr(out, "shape") and out.dim() == 4 and tuple(out.shape[2:]) != (1, 1) else \
+        "classification"
+    if not hasattr(out, "shape") or (out.dim() != 2 and task == "classification"):
+        raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs and "
+                         "segmentation models with [N, C, H, W] maps".format(
+                             tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
+                         hint="return logits only (a tensor, or a dict with 'out')")
+    if options.task is not None and options.task != task:
+        raise InputError("--task {} does not fit the module: its output {} is {}".format(
+            options.task, tuple(out.shape), "a map (segmentation)" if task == "segmentation" else "class scores"),
+            hint="drop --task: trtkit detects it")
     kind = _output_kind(options.output_kind or ("binary-logit" if out.shape[1] == 1 else "logits"),
                         int(out.shape[1]), "the module's output")
     num_classes = kind.classes(int(out.shape[1]))
     if options.num_classes is not None and options.num_classes != num_classes:
         raise InputError("the module outputs {} classes, not {}".format(num_classes, options.num_classes))
-    name = re.sub(r"[^a-z0-9_-]+", "_", type(module).__name__.lower()).strip("_") or "model"
+    name = re.sub(r"[^a-z0-9_-]+", "_", name.lower()).strip("_") or "model"
     digest = hashlib.sha256()
     for key, value in module.state_dict().items():
         digest.update(key.encode("utf-8"))
@@ -242,5 +291,5 @@ def _module_source(options):
     info = {"name": name, "source": "module", "class": "{}.{}".format(type(module).__module__, type(module).__name__),
             "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
             "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict(),
-            "output_kind": kind.name}
+            "output_kind": kind.name, "task": task}
     return ModelSource(name, contract, info, torch_model=module, num_classes=num_classes)

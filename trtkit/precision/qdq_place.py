@@ -32,7 +32,7 @@ WEIGHT_OPS = ("Conv", "Gemm", "MatMul")
 POOL_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # between the classifier layer and the output: the logits pass these unchanged in meaning
 _HEAD_OPS = ("Softmax", "LogSoftmax", "Flatten", "Reshape", "Squeeze", "Identity", "Cast", "Relu",
-             "GlobalAveragePool", "AveragePool", "Add")
+             "GlobalAveragePool", "AveragePool", "Add", "Resize", "Upsample")  # Resize: a segmentation map's upsampling
 
 
 def head_tensors(g):
