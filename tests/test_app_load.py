@@ -17,7 +17,9 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("PIL")
 
 import trtkit  # noqa: E402
-from trtkit.app.classifier import softmax  # noqa: E402
+from trtkit.outputs import LOGITS  # noqa: E402
+
+softmax = LOGITS.probabilities  # the one softmax: what an application's probabilities() uses
 from trtkit.app.locate import locate  # noqa: E402
 from trtkit.contract import InputContract  # noqa: E402
 from trtkit.errors import InputError  # noqa: E402

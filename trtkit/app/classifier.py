@@ -21,15 +21,6 @@ from trtkit.app.locate import locate
 DEFAULT_BATCH = 32
 
 
-def softmax(logits):
-    """Row-wise softmax of float logits (N, K), computed stably in float64, returned as float32."""
-    values = np.asarray(logits, dtype=np.float64)
-    values = values - values.max(axis=1, keepdims=True)
-    np.exp(values, out=values)
-    values /= values.sum(axis=1, keepdims=True)
-    return values.astype(np.float32)
-
-
 class Classifier(object):
     """A loaded artifact with its input contract.
 
@@ -99,10 +90,9 @@ class Classifier(object):
     def num_classes(self):
         """The number of classes (labels) from the artifact's output shape (2 for a one-column binary output; the
         class names' count when the shape is dynamic)."""
-        shape = self.runner.outputs()[0].shape
-        last = shape[-1] if shape else None
-        if isinstance(last, int) and last > 0:
-            return self.kind.classes(last)
+        columns = self.output_columns
+        if columns is not None:
+            return self.kind.classes(columns)
         return len(self.class_names) if self.class_names else None
 
     @property

@@ -97,7 +97,12 @@ def input_dtype(model):
     """The image input's element type as a numpy-style name (``float32``, ``uint8``, ...)."""
     onnx = require("onnx")
     elem = graph_inputs(model)[0].type.tensor_type.elem_type
-    return onnx.helper.tensor_dtype_to_np_dtype(elem).name if elem else "float32"
+    if not elem:
+        return "float32"
+    # TensorProto's enum names (FLOAT, UINT8, ...) exist in every onnx; helper.tensor_dtype_to_np_dtype only
+    # from onnx 1.13, and JetPack 4.6 has older ones
+    name = onnx.TensorProto.DataType.Name(elem).lower()
+    return {"float": "float32", "double": "float64", "float16": "float16"}.get(name, name)
 
 
 def uint8_input_to_float(model):
