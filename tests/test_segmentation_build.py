@@ -96,3 +96,40 @@ def test_a_task_that_contradicts_the_model_is_one_line(tmp_path):
         trtkit.build(checkpoint=classifier, task="segmentation", data="sample", out=str(tmp_path / "z"))
     with pytest.raises(InputError, match="unknown task"):
         trtkit.build(task="detection", data="sample", out=str(tmp_path / "w"))
+
+
+def test_masks_give_miou_against_the_truth_and_gate_quantized_variants(tmp_path):
+    from test_segmentation_data import write_mask_folder
+    data = write_mask_folder(str(tmp_path / "seg"), count=60)
+    scores = _onnx(TinySegmenter(channels=3), tmp_path / "scores.onnx")
+    result = trtkit.build(onnx=scores, data=data, resize="stretch", precision="fp32,int8",
+                          backend="onnxruntime", out=str(tmp_path / "b"), bench_seconds=0, calib_images=32,
+                          batch_size=16)
+    fp32, int8 = [a["verify"] for a in result.manifest["artifacts"]]
+    assert result.manifest["data"]["labels"] is True
+    assert fp32["miou"] is not None and fp32["miou"] == fp32["reference_miou"] == fp32["accuracy"]
+    assert len(fp32["class_iou"]) == 3 and 0.0 <= fp32["pixel_accuracy"] <= 1.0
+    assert int8["reference_miou"] == fp32["miou"]
+
+
+def test_the_segmentation_gate_reads_pixel_agreement_and_the_miou_drop():
+    from trtkit.pipeline.run import _judge
+
+    def record(precision, agreement, miou, reference):
+        return {"name": "m." + precision, "precision": precision,
+                "verify": {"task": "segmentation", "top1_agreement": agreement, "miou": miou,
+                           "reference_miou": reference}}
+
+    ok = record("int8", 0.99, 0.700, 0.705)
+    _judge(ok, 0.98)
+    assert ok["status"] == "ok"
+    lost = record("int8", 0.99, 0.690, 0.705)  # 1.5 mIoU points lost though 99% of pixels agree
+    _judge(lost, 0.98)
+    assert lost["status"] == "failing" and "mIoU 69.00% is more than 1 point below FP32's 70.50%" in \
+        lost["status_detail"]
+    pixels = record("int8", 0.97, None, None)
+    _judge(pixels, 0.98)
+    assert pixels["status"] == "failing" and pixels["status_detail"].startswith("pixel agreement 97.00%")
+    fp32 = record("fp32", 1.0, 0.5, 0.6)  # FP32 is the reference: never judged on the drop
+    _judge(fp32, 0.999)
+    assert fp32["status"] == "ok"

@@ -119,7 +119,8 @@ def _ascending(indices):
 
 
 def array_file(path):
-    """(RowReader, labels or None) of a .npy or .npz file, reading no image row."""
+    """(RowReader, labels or None) of a .npy or .npz file, reading no image row; for [N, H, W] masks
+    (a segmentation set) the labels are ``(MaskRows,)``."""
     try:
         if path.endswith(".npz"):
             return _npz(path)
@@ -144,6 +145,11 @@ def _npz(path):
         labels = archive[label_key] if label_key else None
     member = _NpzMember(path, image_key)
     reader = RowReader(path, member.shape, member.dtype, member.rows, _stamp(path, image_key))
+    if labels is not None and labels.ndim == 3:  # [N, H, W] class-index masks (data.masks)
+        if labels.shape[0] != reader.count:
+            raise InputError("{}: {} images but {} masks".format(path, reader.count, labels.shape[0]))
+        from trtkit.data.masks import MaskRows
+        return reader, (MaskRows(_NpzMember(path, label_key)),)
     if labels is not None:
         labels = np.asarray(labels).astype(np.int64).reshape(-1)
         if labels.shape[0] != reader.count:

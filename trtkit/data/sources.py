@@ -37,8 +37,9 @@ class Listing(object):
     of non-image files left out of a folder.
     """
 
-    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ())):
+    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ()), masks=None):
         self.source = source
+        self.masks = masks  # segmentation: (mask reader, one mask item per item), see data.masks
         self.reader = reader
         self.items = items
         self.labels = labels
@@ -66,6 +67,10 @@ def list_source(source, split="all"):
         return _folder(path, split)
     if path.endswith((".npy", ".npz")):
         reader, labels = array_file(path)
+        if isinstance(labels, tuple):  # [N, H, W] masks: rows read beside the images'
+            listing = _split_rows(path, reader, None, None, split)
+            listing.masks = (labels[0], listing.items)
+            return listing
         return _split_rows(path, reader, labels, None, split)
     raise InputError("cannot read data from {}".format(source), hint=_SOURCES_HINT)
 
@@ -141,6 +146,13 @@ class _Tally(object):
 
 
 def _folder(root, split):
+    from trtkit.data.masks import MaskFiles, mask_folder
+    paired = mask_folder(root)
+    if paired is not None:  # images/ + masks/: a segmentation data set
+        positions = split_positions(len(paired[0]), split)
+        images = [paired[0][i] for i in positions]
+        return Listing(root, FileReader(root), images,
+                       masks=(MaskFiles(root), [(paired[0][i], paired[1][i]) for i in positions]))
     tally = _Tally()
     heldout_dirs = [d for d in SPLIT_DIRS["heldout"] if os.path.isdir(os.path.join(root, d))]
     if os.path.isdir(os.path.join(root, "train")) and heldout_dirs:

@@ -80,6 +80,10 @@ class Selection(object):
         labels = listing.labels[positions] if listing.labels is not None else None
         self.class_names, self.labels = reconcile_classes(listing.class_names, labels, contract.class_names,
                                                           self.source)
+        self.masks, self._mask_items = None, None  # segmentation: batches() yields (N, H, W) masks as labels
+        if listing.masks is not None:
+            self.masks = listing.masks[0]
+            self._mask_items = [listing.masks[1][i] for i in positions]
         self.ignored = listing.ignored
         self._skipped = collections.OrderedDict()
         self._reported = 0
@@ -131,7 +135,10 @@ class Selection(object):
                     for index, array in enumerate(images):
                         batch[index] = array
                     bar.advance(position + 1)
-                    yield batch, (labels[rows] if labels is not None else None)
+                    if self.masks is not None:
+                        yield batch, self.masks.read([self._mask_items[r] for r in rows], self.contract)
+                    else:
+                        yield batch, (labels[rows] if labels is not None else None)
                     images, rows = [], []
         self._report()
 

@@ -22,9 +22,13 @@ batches, so verifying a data set of any size needs the memory of one batch.
 
 import numpy as np
 
+from trtkit.data.masks import IGNORE_INDEX
 from trtkit.errors import InputError, VerificationFailed
 
-IGNORE_INDEX = 255
+# the segmentation gates: pixel agreement per precision (unless --min-agreement sets it) and, with masks, the
+# mIoU points a quantized variant may lose against FP32's
+MIN_PIXEL_AGREEMENT = {"fp16": 0.995, "int8": 0.98, "mixed": 0.98}
+MAX_MIOU_DROP = 0.01
 
 
 def confusion(expected, got, classes, valid=None):

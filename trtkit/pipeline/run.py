@@ -66,8 +66,8 @@ def _select_verify_data(state):
     if contract.class_names is None and names is not None and (num_classes is None or len(names) == num_classes):
         contract.class_names = list(names)
         state.source.info["input"] = contract.to_dict()
-    if state.source.info.get("task") == "segmentation":  # a folder's labels are per image, not masks
-        labels = False
+    if state.source.info.get("task") == "segmentation":  # masks are its labels; a folder's are per image
+        labels = selection.masks is not None
         if contract.class_names is not None and num_classes is not None and len(contract.class_names) != num_classes:
             contract.class_names = None
             state.source.info["input"] = contract.to_dict()
@@ -184,7 +184,7 @@ def _verify_all(state, records):
                 record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
-            _judge(record, options.min_agreement[record["precision"]])
+            _judge(record, _threshold(state, record["precision"]))
         _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
     return summary
 
@@ -199,6 +199,15 @@ def _comparison(info):
     return Comparison(info.get("output_kind"))
 
 
+def _threshold(state, precision):
+    """The agreement a variant of ``precision`` needs: the user's, else the task's default."""
+    options = state.options
+    if precision not in options.min_agreement_given and state.source.info.get("task") == "segmentation":
+        from trtkit.pipeline.dense import MIN_PIXEL_AGREEMENT
+        return MIN_PIXEL_AGREEMENT.get(precision, options.min_agreement[precision])
+    return options.min_agreement[precision]
+
+
 def _judge(record, threshold):
     """The verification gate: agreement of the model's decisions with FP32 at least ``threshold``; a
     verification of nothing (no image) fails it."""
@@ -211,10 +220,26 @@ def _judge(record, threshold):
         record["status"] = "failing"
         record["status_detail"] = "{} agreement {:.2%} is below {:.0%}".format(
             _agreement_name(record["verify"]), agreement, threshold)
+    elif _miou_drop(record) is not None:
+        record["status"] = "failing"
+        record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(
+            record["verify"]["miou"], record["verify"]["reference_miou"])
     else:
         record["status"] = "ok"
     if record["status"] == "failing":
         log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
+
+
+def _miou_drop(record):
+    """The mIoU a quantized segmentation variant loses against FP32 on the masks, when over the gate's limit."""
+    from trtkit.pipeline.dense import MAX_MIOU_DROP
+    from trtkit.precision.types import Precision
+    verify = record["verify"]
+    if verify.get("task") != "segmentation" or verify.get("miou") is None or verify.get("reference_miou") is None \
+            or not Precision.parse(record["precision"]).quantized:
+        return None
+    drop = verify["reference_miou"] - verify["miou"]
+    return drop if drop > MAX_MIOU_DROP + 1e-12 else None
 
 
 def _agreement_name(verification):

@@ -1,0 +1,116 @@
+"""Segmentation masks: class-index maps beside images, read in step with them.
+
+Sources: a folder with ``images/`` and ``masks/`` whose files share their stems
+(``images/0001.jpg`` and ``masks/0001.png``), each mask a PNG with a palette or
+grey levels whose values are class indices; or a ``.npz`` whose ``y`` (or
+``masks``) is ``[N, H, W]`` beside ``x`` (``[N, H, W, C]`` images). Pixels equal
+to the ignore index (255, Pascal VOC's border value) count in no metric.
+
+A mask follows its image through the same geometry (``preprocess.resize_target``,
+centre crop, padding) but resized with nearest neighbour, so class indices are
+never blended, and padding is filled with the ignore index. Masks are read per
+batch, like the images: memory does not grow with the data set.
+"""
+
+import os
+
+import numpy as np
+
+from trtkit.data.preprocess import PADDED, _pil, resize_target
+from trtkit.errors import InputError
+
+IGNORE_INDEX = 255
+MASK_KEYS = ("y", "masks", "labels")
+
+
+def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
+    """A class-index map (PIL image in mode P/L/I, or an HxW integer array) -> int64 (H, W) of ``contract``'s
+    size, aligned with ``preprocess`` of its image."""
+    Image = _pil()
+    if isinstance(mask, np.ndarray):
+        if mask.ndim != 2:
+            raise InputError("a mask must be one class index per pixel (H, W), got shape {}".format(mask.shape))
+        values = mask.astype(np.int64)
+        if values.size and (values.min() < 0 or values.max() > 65535):
+            raise InputError("mask values must be class indices (0..65535), got {}..{}".format(
+                int(values.min()), int(values.max())))
+        mask = Image.fromarray(values.astype(np.int32), mode="I")
+    elif mask.mode not in ("P", "L", "I", "I;16"):
+        raise InputError("a mask image must hold class indices (a palette or grey-level PNG), not mode {}".format(
+            mask.mode), hint="save masks as PNG with one class index per pixel")
+    new_w, new_h = resize_target(mask.size, contract)
+    if mask.size != (new_w, new_h):
+        mask = mask.resize((new_w, new_h), Image.NEAREST)
+    if contract.resize == "crop":
+        top = int(round((new_h - contract.height) / 2.0))
+        left = int(round((new_w - contract.width) / 2.0))
+        mask = mask.crop((left, top, left + contract.width, top + contract.height))
+    values = np.asarray(mask).astype(np.int64)
+    if contract.resize not in PADDED or values.shape == (contract.height, contract.width):
+        return values
+    out = np.full((contract.height, contract.width), ignore_index, dtype=np.int64)
+    out[:values.shape[0], :values.shape[1]] = values
+    return out
+
+
+class MaskFiles(object):
+    """The masks of a folder listing: ``read(pairs, contract)`` -> int64 (N, H, W) for (image, mask) relative
+    paths, each mask checked to have its image's size."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def read(self, pairs, contract):
+        Image = _pil()
+        out = np.empty((len(pairs), contract.height, contract.width), dtype=np.int64)
+        for index, (image_path, mask_path) in enumerate(pairs):
+            path = os.path.join(self.root, mask_path)
+            try:
+                with Image.open(os.path.join(self.root, image_path)) as image:
+                    size = image.size
+                with Image.open(path) as mask:
+                    mask.load()
+                    if mask.size != size:
+                        raise InputError("mask {} is {}x{} but its image is {}x{}".format(
+                            path, mask.size[0], mask.size[1], size[0], size[1]),
+                            hint="each mask must have its image's size (one class index per pixel)")
+                    out[index] = preprocess_mask(mask, contract)
+            except InputError:
+                raise
+            except Exception as exc:  # PIL: OSError, SyntaxError... for a broken file
+                raise InputError("cannot read mask {} ({})".format(path, exc.__class__.__name__),
+                                 hint="masks must be readable PNG images")
+        return out
+
+
+class MaskRows(object):
+    """The masks of a .npz: rows of an [N, H, W] member, read in row order (``arrays._NpzMember``)."""
+
+    def __init__(self, member):
+        self.member = member
+
+    def read(self, rows, contract):
+        out = np.empty((len(rows), contract.height, contract.width), dtype=np.int64)
+        for index, row in enumerate(self.member.rows(list(rows))):
+            out[index] = preprocess_mask(np.asarray(row), contract)
+        return out
+
+
+def mask_folder(root):
+    """(image paths, mask paths) relative to ``root`` of an ``images/`` + ``masks/`` folder, paired by stem;
+    None when ``root`` is not one. InputError when an image has no mask."""
+    from trtkit.data.sources import IMAGE_EXTENSIONS
+    images_dir, masks_dir = os.path.join(root, "images"), os.path.join(root, "masks")
+    if not (os.path.isdir(images_dir) and os.path.isdir(masks_dir)):
+        return None
+    images = sorted(f for f in os.listdir(images_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
+    masks = dict((os.path.splitext(f)[0], f) for f in os.listdir(masks_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
+    if not images:
+        raise InputError("no images in {}".format(images_dir), hint="put the images in images/, their masks in masks/")
+    missing = [f for f in images if os.path.splitext(f)[0] not in masks]
+    if missing:
+        raise InputError("{} of {} images in {} have no mask in {} (e.g. {})".format(
+            len(missing), len(images), images_dir, masks_dir, missing[0]),
+            hint="each images/NAME.* needs masks/NAME.png with its class indices")
+    return ([os.path.join("images", f) for f in images],
+            [os.path.join("masks", masks[os.path.splitext(f)[0]]) for f in images])
