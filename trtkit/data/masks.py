@@ -1,6 +1,6 @@
 """Segmentation masks: class-index maps beside images, read in step with them.
 
-Sources: a folder with ``images/`` and ``masks/`` whose files share their stems
+Sources (listed by ``sources.mask_folder``): a folder with ``images/`` and ``masks/`` whose files share their stems
 (``images/0001.jpg`` and ``masks/0001.png``), each mask a PNG with a palette or
 grey levels whose values are class indices; or a ``.npz`` whose ``y`` (or
 ``masks``) is ``[N, H, W]`` beside ``x`` (``[N, H, W, C]`` images). Pixels equal
@@ -94,23 +94,3 @@ class MaskRows(object):
         for index, row in enumerate(self.member.rows(list(rows))):
             out[index] = preprocess_mask(np.asarray(row), contract)
         return out
-
-
-def mask_folder(root):
-    """(image paths, mask paths) relative to ``root`` of an ``images/`` + ``masks/`` folder, paired by stem;
-    None when ``root`` is not one. InputError when an image has no mask."""
-    from trtkit.data.sources import IMAGE_EXTENSIONS
-    images_dir, masks_dir = os.path.join(root, "images"), os.path.join(root, "masks")
-    if not (os.path.isdir(images_dir) and os.path.isdir(masks_dir)):
-        return None
-    images = sorted(f for f in os.listdir(images_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
-    masks = dict((os.path.splitext(f)[0], f) for f in os.listdir(masks_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
-    if not images:
-        raise InputError("no images in {}".format(images_dir), hint="put the images in images/, their masks in masks/")
-    missing = [f for f in images if os.path.splitext(f)[0] not in masks]
-    if missing:
-        raise InputError("{} of {} images in {} have no mask in {} (e.g. {})".format(
-            len(missing), len(images), images_dir, masks_dir, missing[0]),
-            hint="each images/NAME.* needs masks/NAME.png with its class indices")
-    return ([os.path.join("images", f) for f in images],
-            [os.path.join("masks", masks[os.path.splitext(f)[0]]) for f in images])

@@ -145,8 +145,27 @@ class _Tally(object):
         return kept
 
 
+def mask_folder(root):
+    """(image paths, mask paths) relative to ``root`` of an ``images/`` + ``masks/`` folder, paired by stem;
+    None when ``root`` is not one. InputError when an image has no mask."""
+    images_dir, masks_dir = os.path.join(root, "images"), os.path.join(root, "masks")
+    if not (os.path.isdir(images_dir) and os.path.isdir(masks_dir)):
+        return None
+    images = sorted(f for f in os.listdir(images_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
+    masks = dict((os.path.splitext(f)[0], f) for f in os.listdir(masks_dir) if f.lower().endswith(IMAGE_EXTENSIONS))
+    if not images:
+        raise InputError("no images in {}".format(images_dir), hint="put the images in images/, their masks in masks/")
+    missing = [f for f in images if os.path.splitext(f)[0] not in masks]
+    if missing:
+        raise InputError("{} of {} images in {} have no mask in {} (e.g. {})".format(
+            len(missing), len(images), images_dir, masks_dir, missing[0]),
+            hint="each images/NAME.* needs masks/NAME.png with its class indices")
+    return ([os.path.join("images", f) for f in images],
+            [os.path.join("masks", masks[os.path.splitext(f)[0]]) for f in images])
+
+
 def _folder(root, split):
-    from trtkit.data.masks import MaskFiles, mask_folder
+    from trtkit.data.masks import MaskFiles
     paired = mask_folder(root)
     if paired is not None:  # images/ + masks/: a segmentation data set
         positions = split_positions(len(paired[0]), split)
