@@ -58,6 +58,11 @@ def budget_metric(labelled, reference_accuracy, num_classes):
     return "accuracy", None
 
 
+# Candidates within this fraction of the fastest one's img/s are a tie: their interleaved medians differ by
+# less than a shared machine's noise, so the one that agrees best with FP32 is chosen among them.
+SPEED_TIE = 0.03
+
+
 def choose(records, max_drop, metric):
     """The manifest's ``selection`` for built and verified ``records`` (each with ``throughput_ips``)."""
     rows = []
@@ -75,8 +80,15 @@ def choose(records, max_drop, metric):
         raise InputError("no variant could be verified and timed here within the budget and its gate, so none "
                          "can be chosen",
                          hint="build with a backend that runs on this machine, or pick --precision explicitly")
-    chosen = max(timed, key=lambda r: r["throughput_ips"])
+    fastest = max(timed, key=lambda r: r["throughput_ips"])
+    ties = [r for r in timed if r["throughput_ips"] >= (1.0 - SPEED_TIE) * fastest["throughput_ips"]]
+    chosen = max(ties, key=lambda r: (r["agreement"] or 0.0, r["throughput_ips"]))
     notes = []
+    if chosen is not fastest:
+        notes.append("{} ({:.1f} img/s) is as fast as {} ({:.1f} img/s) within {:.0%} and agrees better with FP32 "
+                     "({:.2%} vs {:.2%})".format(chosen["name"], chosen["throughput_ips"], fastest["name"],
+                                                 fastest["throughput_ips"], SPEED_TIE, chosen["agreement"] or 0.0,
+                                                 fastest["agreement"] or 0.0))
     floats = [r for r in rows if not is_quantized(r["precision"]) and r["throughput_ips"]]
     fastest_float = max(floats, key=lambda r: r["throughput_ips"]) if floats else None
     for row in rows:
