@@ -132,8 +132,6 @@ def test_graphs_that_are_not_image_classifiers_are_refused_in_one_line(tmp_path)
         "'t' has shape [1, 3, 8] (3-D)": _graph(
             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 3, 8])],
             [helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, 3, 8])], [helper.make_node("Relu", ["t"], ["u"])]),
-        "'y' has shape [batch, 4, 8, 8]": _graph(  # a segmentation-like output
-            [image], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [conv], [w]),
     }
     for words, model in cases.items():
         path = str(tmp_path / "m.onnx")
@@ -142,6 +140,16 @@ def test_graphs_that_are_not_image_classifiers_are_refused_in_one_line(tmp_path)
             prepare_onnx(path, str(tmp_path / "out.onnx"))
         assert words in str(info.value) and "\n" not in str(info.value)
         assert not os.path.exists(str(tmp_path / "out.onnx"))
+    # a [N, C, H, W] map is a segmentation model (issue 22): refused only when called a classifier
+    path = str(tmp_path / "map.onnx")
+    onnx.save(_graph([image], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [conv], [w]),
+              path)
+    with pytest.raises(InputError) as info:
+        prepare_onnx(path, str(tmp_path / "out.onnx"), task="classification")
+    assert "output 'y' [batch, 4, 8, 8] is a [N, C, H, W] map (segmentation)" in str(info.value)
+    assert not os.path.exists(str(tmp_path / "out.onnx"))
+    summary, _ = prepare_onnx(path, str(tmp_path / "out.onnx"))
+    assert (summary.task, summary.num_classes, summary.output_kind) == ("segmentation", 4, "logits")
 
 
 def test_an_output_without_a_rank_is_refused():  # what shape inference leaves when it cannot tell
