@@ -101,3 +101,31 @@ def test_the_logger_is_a_tensorrt_ilogger_and_keeps_a_bounded_tail():
         logger.log(trt.ILogger.Severity.ERROR, "error {}".format(i))
     logger.log(trt.ILogger.Severity.INFO, "not kept")
     assert len(messages) == KEEP_AT_MOST and messages[-1] == "ERROR: error {}".format(KEEP_AT_MOST + 4)
+
+
+def test_the_collector_never_runs_inside_tensorrt_calls():
+    """A collection inside TensorRT's log callback freed an earlier builder whose destructor waited on the lock
+    TensorRT held (a hang seen in this suite: createInferBuilder -> PyLogger.log -> gc -> IBuilder dealloc).
+    TensorRT calls run with the collector paused; cycles are collected before and after, outside them."""
+    import gc
+    import weakref
+    from trtkit.backends.tensorrt.logger import collector_paused
+
+    class Node(object):
+        pass
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        node = Node()
+        node.self = node  # a cycle: only the collector frees it
+        ref = weakref.ref(node)
+        del node
+        assert ref() is not None  # not collected while TensorRT may be calling back
+    assert gc.isenabled() and ref() is None  # collected on the way out
+    try:
+        with collector_paused():
+            raise ValueError("a refused build")
+    except ValueError:
+        pass
+    assert gc.isenabled()

@@ -14,7 +14,7 @@ import time
 from trtkit import log
 from trtkit.backends.base import BuildInputs
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
-from trtkit.backends.tensorrt.logger import capturing_logger, reason
+from trtkit.backends.tensorrt.logger import capturing_logger, collector_paused, reason
 from trtkit.backends.tensorrt.options import TensorRTOptions
 from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
 from trtkit.errors import InputError
@@ -167,8 +167,14 @@ def build_engine(flavour, onnx_path, precision, out_path, inputs=None, calibrati
 
     ``inputs`` is a ``BuildInputs`` (its ``tensorrt`` holds the TensorRTOptions),
     ``calibration`` the build's ``Int8Calibration`` (images, ranges, TensorRT cache)
-    for the implicit INT8 path.
+    for the implicit INT8 path. Python's garbage collector is paused meanwhile
+    (``logger.collector_paused``: a collection inside TensorRT's log callback can deadlock).
     """
+    with collector_paused():
+        return _build_engine(flavour, onnx_path, precision, out_path, inputs, calibration)
+
+
+def _build_engine(flavour, onnx_path, precision, out_path, inputs, calibration):
     inputs = inputs or BuildInputs()
     options = inputs.tensorrt or TensorRTOptions()
     trt = api.load(flavour)

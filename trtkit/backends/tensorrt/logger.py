@@ -13,6 +13,9 @@ kept. The class is made inside a function: this package imports without
 TensorRT.
 """
 
+import contextlib
+import gc
+
 from trtkit import log
 from trtkit.backends.tensorrt import api
 
@@ -76,3 +79,25 @@ def reason(messages, count=2):
     errors = [m for m in messages if m.split(":", 1)[0] in _ERRORS]
     chosen = (errors or list(messages))[-count:]
     return " | ".join(" ".join(m.split()) for m in chosen)[:700]
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Run TensorRT calls with Python's cyclic garbage collector paused, collecting before and after.
+
+    Why: TensorRT calls the Python logger while it holds an internal lock. If the collector runs inside
+    that callback (pybind11 allocates there) and frees a TensorRT object left in a reference cycle by an
+    earlier build (a builder, a network), the object's destructor waits for the same lock: the process
+    hangs for good. Seen with TensorRT-RTX 1.x: ``createInferBuilder`` -> ``PyLogger.log`` -> ``gc`` ->
+    ``IBuilder`` dealloc -> ``pthread_mutex_lock``. Collecting outside any TensorRT call, and never
+    inside one, cannot deadlock.
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()

@@ -27,7 +27,7 @@ import numpy as np
 
 from trtkit.backends.base import Runner, TensorSpec
 from trtkit.backends.tensorrt import api, gpu as gpu_probe
-from trtkit.backends.tensorrt.logger import capturing_logger, reason
+from trtkit.backends.tensorrt.logger import capturing_logger, collector_paused, reason
 from trtkit.backends.tensorrt.sidecar import check_compatible, check_file, read_sidecar
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError
 
@@ -63,6 +63,10 @@ class TensorRTRunner(Runner):
         return trt
 
     def _activate(self):
+        with collector_paused():  # TensorRT logs while loading: see logger.collector_paused
+            self._load()
+
+    def _load(self):
         trt = self.check()
         from trtkit.backends.tensorrt.buffers import open_device
         self.trt = trt
@@ -238,6 +242,11 @@ def probe_engine(path, flavour="tensorrt-rtx"):
     own words, in {"deserialized": bool, "context": bool, "messages": [...],
     "error": text or None, "gpu": gpu.probe()}. Never raises for TensorRT's failures.
     """
+    with collector_paused():
+        return _probe_engine(path, flavour)
+
+
+def _probe_engine(path, flavour):
     trt = api.load(flavour)
     result = {"path": os.path.basename(path), "flavour": flavour, "tensorrt_version": trt.__version__,
               "gpu": gpu_probe.probe(), "deserialized": False, "context": False, "messages": [], "error": None}
