@@ -22,11 +22,13 @@ from trtkit.errors import InputError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp", ".gif")
 SPLITS = ("train", "heldout", "all")
+SHAPES = "shapes"  # the segmentation sample (data.shapes)
 SPLIT_DIRS = {"train": ("train",), "heldout": ("val", "valid", "validation", "test")}
 HELDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 _IGNORED_FILES = ("thumbs.db", "desktop.ini")
-_SOURCES_HINT = "give a folder of class sub-folders of images, a CIFAR-10 folder, a .npy/.npz file, or 'sample'"
+_SOURCES_HINT = ("give a folder of class sub-folders of images (or images/ + masks/), a CIFAR-10 folder, a .npy/.npz "
+                 "file, 'sample' or 'shapes'")
 
 
 class Listing(object):
@@ -51,12 +53,19 @@ class Listing(object):
 
 
 def list_source(source, split="all"):
-    """The Listing of ``split`` of ``source``: 'sample', a folder, a CIFAR-10 folder, a .npy/.npz file."""
+    """The Listing of ``split`` of ``source``: 'sample' (digits), 'shapes' (the segmentation sample), a folder,
+    a CIFAR-10 folder, a .npy/.npz file."""
     if split not in SPLITS:
         raise InputError("unknown split '{}'".format(split), hint="use one of " + ", ".join(SPLITS))
     if source is None or source == "sample":
         reader, labels, names = sample_reader()
         return _split_rows("sample", reader, labels, names, split)
+    if source == SHAPES:
+        from trtkit.data.shapes import shapes_source
+        reader, masks, names = shapes_source()
+        listing = _split_rows(SHAPES, reader, None, names, split)
+        listing.masks = (masks, listing.items)
+        return listing
     path = os.path.expanduser(str(source))
     if not os.path.exists(path):
         raise InputError("data not found: {}".format(source), hint=_SOURCES_HINT)

@@ -143,7 +143,7 @@ class Selection(object):
         self._report()
 
     def load(self, progress=None):
-        """Every chosen image in memory: an ImageSet (float32 NCHW)."""
+        """Every chosen image in memory: an ImageSet (float32 NCHW; labels: class indices, or masks)."""
         images = np.empty((len(self),) + self.contract.shape, dtype=np.float32)
         labels, count = [], 0
         for batch, batch_labels in self.batches(256, progress):
@@ -153,7 +153,7 @@ class Selection(object):
                 labels.append(batch_labels)
         if count == 0:
             raise InputError("none of the {} images in {} is readable".format(len(self), self.source))
-        label_array = np.concatenate(labels) if self.labels is not None else None
+        label_array = np.concatenate(labels) if labels else None  # class indices, or (N, H, W) masks
         return ImageSet(images[:count] if count < len(self) else images, label_array, self.identity,
                         self.class_names, self.source, self.skipped)
 

@@ -58,3 +58,60 @@ def sample_model(retrain=False):
                                              "history": history})
     model.trtkit_meta = {"dataset": "sample", "accuracy": accuracy}
     return model, path, True
+
+
+# ------------------------------------------------------------------ the segmentation sample
+
+from trtkit.models.segmentation import SEGMENTATION_SAMPLE as SEGMENTATION_ARCH  # noqa: E402
+SEGMENTATION_STEPS = 150
+SEGMENTATION_BATCH = 32
+SEGMENTATION_LR = 0.01
+SEGMENTATION_RECIPE = 1  # bump when the recipe changes, so caches retrain
+
+
+def sample_segmentation_contract():
+    """The shapes sample's preprocessing: its 96x96 images as they are (stretch is a no-op at that size),
+    ImageNet mean/std, class names background/circle/square/triangle."""
+    from trtkit.contract import InputContract
+    from trtkit.data.shapes import CLASS_NAMES, SHAPES_SIZE
+    return InputContract(size=SHAPES_SIZE, resize="stretch", class_names=list(CLASS_NAMES))
+
+
+def sample_segmentation_path():
+    from trtkit.data.shapes import SHAPES_SIZE, SHAPES_VERSION
+    return os.path.join(cache_dir("sample"), "{}-shapes{}-v{}.{}.pt".format(
+        SEGMENTATION_ARCH, SHAPES_SIZE, SHAPES_VERSION, SEGMENTATION_RECIPE))
+
+
+def sample_segmentation_model(retrain=False):
+    """Return (model, checkpoint path, trained_now) for the cached segmentation sample: LRASPP on
+    MobileNetV3-Large trained on the shapes sample (``data.shapes``) for 150 steps (about a minute on two
+    CPU cores; held-out mIoU about 0.9). ``trtkit build --task segmentation`` with no model uses it."""
+    from trtkit.models.classifiers import read_checkpoint, save_checkpoint
+    from trtkit.models.segmentation import create_segmentation_model, infer_segmentation_layout, \
+        load_segmentation_model
+    path = sample_segmentation_path()
+    if os.path.isfile(path) and not retrain:
+        try:
+            state, meta = read_checkpoint(path)
+            return load_segmentation_model(None, path, state, meta, infer_segmentation_layout(state)), path, False
+        except Exception as exc:  # a corrupt cache is rebuilt, not fatal
+            log.warn("the cached segmentation sample is unreadable ({}); training it again".format(exc))
+    from trtkit.data import select
+    from trtkit.data.sources import SHAPES
+    from trtkit.training import seed_everything
+    from trtkit.training.dense import fit_dense
+    seed_everything(0)
+    contract = sample_segmentation_contract()
+    model = create_segmentation_model(SEGMENTATION_ARCH, num_classes=len(contract.class_names), contract=contract)
+    train = select(SHAPES, contract, split="train").load(progress=False)
+    heldout = select(SHAPES, contract, split="heldout")
+    log.info("training the segmentation sample: {} on {} shapes images at {}x{} (first run only; cached in {})".format(
+        SEGMENTATION_ARCH, len(train), contract.height, contract.width, os.path.dirname(path)))
+    record = fit_dense(model, train.images, train.labels.astype("uint8"), len(contract.class_names),
+                       SEGMENTATION_STEPS, heldout=lambda: heldout.batches(100, progress=False),
+                       batch_size=SEGMENTATION_BATCH, lr=SEGMENTATION_LR, label="training segmentation sample")
+    save_checkpoint(model, path, extra_meta={"dataset": SHAPES, "miou": record["miou"],
+                                             "pixel_accuracy": record["pixel_accuracy"], "history": [record]})
+    model.trtkit_meta = {"dataset": SHAPES, "miou": record["miou"]}
+    return model, path, True

@@ -1,5 +1,5 @@
-"""Segmentation models with torchvision's exact module layout: FCN and DeepLabV3 on ResNet50/101, and an FCN
-on ResNet18/34 (what a Jetson Nano user trains).
+"""Segmentation models with torchvision's exact module layout: FCN and DeepLabV3 on ResNet50/101, an FCN
+on ResNet18/34 (what a Jetson Nano user trains) and LRASPP on MobileNetV3-Large (the light one).
 
 Why not torchvision itself: it does not import everywhere trtkit runs (see
 ``models.classifiers``). The modules here have torchvision's names and shapes,
@@ -13,6 +13,10 @@ when it was trained with the auxiliary loss, ``aux_classifier.*``) loads with
   ResNet18/34 (basic blocks have no dilation in torchvision either);
 - ``classifier`` is an ``FCNHead`` or a ``DeepLabHead`` (ASPP with rates 12,
   24, 36 and an image-pooling branch); ``aux_classifier`` an ``FCNHead`` on layer3;
+- LRASPP's backbone is MobileNetV3-Large's ``features`` (``models.mobilenet``,
+  last stage dilated) by index, tapped at 4 (``low``, output stride 8) and 16
+  (``high``); its ``classifier`` is the ``LRASPPHead`` (``cbr``, ``scale``,
+  ``low_classifier``, ``high_classifier``), and it has no auxiliary head;
 - ``forward`` returns a dict with ``out`` (and ``aux``) upsampled bilinearly
   (``align_corners=False``) to the input size: class scores ``[N, C, H, W]``.
 
@@ -24,8 +28,9 @@ from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
 from trtkit.deps import require
 from trtkit.errors import InputError
 
-# name -> (head, backbone ResNet, dilate layer2..4)
+# name -> (head, backbone, dilate layer2..4 of a ResNet)
 ARCHITECTURES = {
+    "lraspp_mobilenet_v3_large": ("lraspp", "mobilenet_v3_large", None),
     "fcn_resnet18": ("fcn", "resnet18", (False, False, False)),
     "fcn_resnet34": ("fcn", "resnet34", (False, False, False)),
     "fcn_resnet50": ("fcn", "resnet50", (False, True, True)),
@@ -33,6 +38,7 @@ ARCHITECTURES = {
     "deeplabv3_resnet50": ("deeplabv3", "resnet50", (False, True, True)),
     "deeplabv3_resnet101": ("deeplabv3", "resnet101", (False, True, True)),
 }
+SEGMENTATION_SAMPLE = "lraspp_mobilenet_v3_large"  # what models.sample trains on the shapes sample
 DEFAULT_CLASSES = 21  # torchvision's default: the 20 Pascal VOC classes and background
 ASPP_RATES = (12, 24, 36)
 BACKBONE_PARTS = ("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4")
@@ -53,19 +59,37 @@ def _build_classes():
     functional = torch.nn.functional
 
     class Backbone(nn.ModuleDict):
-        """A ResNet's modules up to layer4, by their torchvision names; returns {"out": layer4, "aux": layer3}."""
+        """torchvision's ``IntermediateLayerGetter``: ``modules`` ((name, module) pairs) run in order, the
+        outputs of those named in ``taps`` returned under the tap's key (ResNet: layer3 as ``aux``, layer4 as
+        ``out``; MobileNetV3: features 4 as ``low``, 16 as ``high``)."""
 
-        def __init__(self, resnet):
-            super(Backbone, self).__init__([(name, getattr(resnet, name)) for name in BACKBONE_PARTS])
+        def __init__(self, modules, taps):
+            super(Backbone, self).__init__(modules)
+            self.taps = dict(taps)
 
         def forward(self, x):
             features = {}
             for name, module in self.items():
                 x = module(x)
-                if name == "layer3":
-                    features["aux"] = x
-            features["out"] = x
+                if name in self.taps:
+                    features[self.taps[name]] = x
             return features
+
+    class LRASPPHead(nn.Module):
+        def __init__(self, low_channels, high_channels, num_classes, inter_channels=128):
+            super(LRASPPHead, self).__init__()
+            self.cbr = nn.Sequential(nn.Conv2d(high_channels, inter_channels, 1, bias=False),
+                                     nn.BatchNorm2d(inter_channels), nn.ReLU())
+            self.scale = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(high_channels, inter_channels, 1,
+                                                                          bias=False), nn.Sigmoid())
+            self.low_classifier = nn.Conv2d(low_channels, num_classes, 1)
+            self.high_classifier = nn.Conv2d(inter_channels, num_classes, 1)
+
+        def forward(self, features):
+            low, high = features["low"], features["high"]
+            x = self.cbr(high) * self.scale(high)
+            x = functional.interpolate(x, size=low.shape[-2:], mode="bilinear", align_corners=False)
+            return self.low_classifier(low) + self.high_classifier(x)
 
     class FCNHead(nn.Sequential):
         def __init__(self, in_channels, channels):
@@ -125,8 +149,8 @@ def _build_classes():
         def forward(self, x):
             size = x.shape[-2:]
             features = self.backbone(x)
-            result = {"out": functional.interpolate(self.classifier(features["out"]), size=size, mode="bilinear",
-                                                    align_corners=False)}
+            scores = self.classifier(features if "high" in features else features["out"])
+            result = {"out": functional.interpolate(scores, size=size, mode="bilinear", align_corners=False)}
             if self.aux_classifier is not None:
                 result["aux"] = functional.interpolate(self.aux_classifier(features["aux"]), size=size,
                                                        mode="bilinear", align_corners=False)
@@ -149,8 +173,8 @@ def _build_classes():
                 return result["out"], result["aux"]
             return result["out"]
 
-    return {"backbone": Backbone, "fcn": FCNHead, "deeplabv3": DeepLabHead, "model": SegmentationModel,
-            "deployable": Deployable}
+    return {"backbone": Backbone, "fcn": FCNHead, "deeplabv3": DeepLabHead, "lraspp": LRASPPHead,
+            "model": SegmentationModel, "deployable": Deployable}
 
 
 _CLASSES = {}
@@ -169,14 +193,10 @@ def create_segmentation_model(name, num_classes=DEFAULT_CLASSES, aux=False, inpu
     if name not in ARCHITECTURES:
         raise InputError("unknown segmentation model '{}'".format(name),
                          hint="choose one of {}".format(", ".join(model_names())))
-    from trtkit.models.classifiers import ARCHITECTURES as RESNETS, resnet
-    head, backbone_name, dilate = ARCHITECTURES[name]
-    classes = _classes()
-    backbone = classes["backbone"](resnet(backbone_name, dilate=dilate))
-    channels = 512 * (4 if RESNETS[backbone_name][0] == "bottleneck" else 1)
-    classifier = classes[head](channels, num_classes)
-    aux_classifier = classes["fcn"](channels // 2, num_classes) if aux else None
-    model = classes["model"](backbone, classifier, aux_classifier)
+    head = ARCHITECTURES[name][0]
+    if head == "lraspp" and aux:
+        raise InputError("{} has no auxiliary head".format(name), hint="train or load it without aux")
+    model = (_lraspp if head == "lraspp" else _resnet_model)(name, num_classes, aux)
     model.trtkit_name = name
     model.num_classes = num_classes
     model.task = "segmentation"
@@ -186,6 +206,28 @@ def create_segmentation_model(name, num_classes=DEFAULT_CLASSES, aux=False, inpu
         contract = contract.with_overrides({"size": input_size})
     model.input_contract = contract
     return model
+
+
+def _resnet_model(name, num_classes, aux):
+    from trtkit.models.classifiers import ARCHITECTURES as RESNETS, resnet
+    head, backbone_name, dilate = ARCHITECTURES[name]
+    classes = _classes()
+    trunk = resnet(backbone_name, dilate=dilate)
+    backbone = classes["backbone"]([(part, getattr(trunk, part)) for part in BACKBONE_PARTS],
+                                   {"layer3": "aux", "layer4": "out"})
+    channels = 512 * (4 if RESNETS[backbone_name][0] == "bottleneck" else 1)
+    aux_classifier = classes["fcn"](channels // 2, num_classes) if aux else None
+    return classes["model"](backbone, classes[head](channels, num_classes), aux_classifier)
+
+
+def _lraspp(name, num_classes, aux):
+    from trtkit.models.mobilenet import LAST_CHANNELS, LOW_FEATURE, large_features
+    classes = _classes()
+    features = large_features(dilated=True)
+    backbone = classes["backbone"]([(str(index), module) for index, module in enumerate(features)],
+                                   {str(LOW_FEATURE): "low", str(len(features) - 1): "high"})
+    head = classes["lraspp"](features[LOW_FEATURE].out_channels, LAST_CHANNELS, num_classes)
+    return classes["model"](backbone, head)
 
 
 def deployable(model, keep_aux=False):
@@ -201,8 +243,11 @@ def deployable(model, keep_aux=False):
 def infer_segmentation_layout(state_dict):
     """(name, num_classes, has_aux) of a torchvision-style segmentation state_dict, or None when it is not one.
 
-    The head is told by ``classifier.0.convs.0.0.weight`` (ASPP: DeepLabV3) or ``classifier.0.weight`` (FCN);
+    The head is told by ``classifier.0.convs.0.0.weight`` (ASPP: DeepLabV3), ``classifier.0.weight`` (FCN) or
+    ``classifier.low_classifier.weight`` (LRASPP);
     the backbone by its layer3 block count and block kind; the classes by the last classifier convolution."""
+    if "classifier.low_classifier.weight" in state_dict and "backbone.0.0.weight" in state_dict:
+        return "lraspp_mobilenet_v3_large", int(state_dict["classifier.low_classifier.weight"].shape[0]), False
     if "backbone.conv1.weight" not in state_dict:
         return None
     head = "deeplabv3" if "classifier.0.convs.0.0.weight" in state_dict else \

@@ -43,6 +43,16 @@ class _Build(object):
         self.fp32_onnx = source.onnx_path
         self.inputs = None
         self.maker = None         # the VariantMaker of this build (pipeline.variants)
+        self.data = _data_source(options.data, source.info)
+
+
+def _data_source(data, info):
+    """The data to calibrate and verify on: ``data``, but the default ('sample', the digits) means the shapes
+    sample (``data.shapes``, with masks) for the segmentation sample model."""
+    if data == "sample" and info.get("source") == "sample" and info.get("task") == "segmentation":
+        from trtkit.data.sources import SHAPES
+        return SHAPES
+    return data
 
 
 # ---------------------------------------------------------------- steps
@@ -53,7 +63,7 @@ def _select_verify_data(state):
     from trtkit.data import select
     contract = state.source.contract
     limit = None if options.verify_images == "all" else options.verify_images
-    selection = select(options.data, contract, split="heldout", limit=limit)
+    selection = select(state.data, contract, split="heldout", limit=limit)
     state.selection = selection
     state.first_images = next(iter(selection.batches(options.batch_size)))[0]
     names = selection.class_names
@@ -72,7 +82,7 @@ def _select_verify_data(state):
             contract.class_names = None
             state.source.info["input"] = contract.to_dict()
     state.labels_usable = labels
-    return {"source": options.data, "identity": selection.identity, "split": "heldout",
+    return {"source": state.data, "identity": selection.identity, "split": "heldout",
             "images": len(selection), "labels": labels}
 
 
@@ -337,7 +347,7 @@ def _build_into(options, folder):
                                torch_model=state.source.torch_model, tensorrt=options.tensorrt)
     from trtkit.pipeline.variants import VariantMaker
     state.maker = VariantMaker(state.fp32_onnx, state.name, state.source.contract, options.calibration,
-                               options.data, backend.int8_encoding, folder.staging)
+                               state.data, backend.int8_encoding, folder.staging)
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"))
@@ -395,8 +405,12 @@ def _select(state, manifest, search):
 
 
 def format_table(manifest):
-    """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status."""
-    header = ["variant", "backend", "size", "top-1 agree", "accuracy", "max |diff|", "img/s", "status"]
+    """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status (for a
+    segmentation model: pixel agreement and mIoU)."""
+    dense = manifest.get("model", {}).get("task") == "segmentation"
+    metric = "mIoU" if dense else "accuracy"
+    header = ["variant", "backend", "size", "pixel agree" if dense else "top-1 agree", metric, "max |diff|", "img/s",
+              "status"]
     rows = []
     for a in manifest["artifacts"]:
         v = a.get("verify") or {}
@@ -413,8 +427,8 @@ def format_table(manifest):
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
     ref = manifest["artifacts"][0].get("verify", {}) if manifest["artifacts"] else {}
     if ref and ref.get("reference_accuracy") is not None:
-        lines.append("reference (FP32 {}) accuracy: {}".format(
-            "PyTorch" if manifest.get("export", {}).get("reference") == "pytorch-fp32" else "ONNX",
+        lines.append("reference (FP32 {}) {}: {}".format(
+            "PyTorch" if manifest.get("export", {}).get("reference") == "pytorch-fp32" else "ONNX", metric,
             _pct(ref["reference_accuracy"])))
     return "\n".join(lines)
 

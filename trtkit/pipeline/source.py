@@ -56,13 +56,16 @@ class ModelOptions(Options):
         if task is not None and task not in TASKS:
             raise InputError("unknown task '{}'".format(task), hint="use one of " + ", ".join(TASKS))
         self.task = task
-        from trtkit.models.segmentation import is_segmentation_name
+        from trtkit.models.segmentation import SEGMENTATION_SAMPLE, is_segmentation_name
         if model and not onnx and not is_segmentation_name(model):
             from trtkit.models.classifiers import check_model_name
             check_model_name(model)
             if not checkpoint and model != "resnet18":
                 raise InputError("--model {} needs --checkpoint (only the resnet18 sample model is built in)".format(
                     model), hint="pass --checkpoint FILE, or drop --model to use the sample model")
+        if model and not onnx and not checkpoint and is_segmentation_name(model) and model != SEGMENTATION_SAMPLE:
+            raise InputError("--model {} needs --checkpoint (the segmentation sample is {})".format(
+                model, SEGMENTATION_SAMPLE), hint="pass --checkpoint FILE, or --task segmentation with no model")
         self.model = model
         self.checkpoint = checkpoint
         self.onnx = onnx
@@ -193,10 +196,18 @@ def _onnx_stem(path):
 
 def _torch_source(options):
     from trtkit.fileio import sha256_file
-    from trtkit.models.classifiers import load_model
+    from trtkit.models.segmentation import is_segmentation_name
     if options.checkpoint:
         model = _checkpoint_model(options)
         kind, path = "checkpoint", options.checkpoint
+    elif options.task == "segmentation" or (options.model and is_segmentation_name(options.model)):
+        from trtkit.models.sample import sample_segmentation_model
+        model, path, _ = sample_segmentation_model()
+        model = deployable_model(model)
+        kind = "sample"
+        if options.num_classes is not None and options.num_classes != model.num_classes:
+            raise InputError("the segmentation sample has {} classes, not {}".format(
+                model.num_classes, options.num_classes), hint="pass --checkpoint for your own model")
     else:
         from trtkit.models.sample import sample_model
         model, path, _ = sample_model()
