@@ -132,7 +132,11 @@ def test_cli_writes_reports_and_says_where(sample_build, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "| resnet18 | FP32 ONNX Runtime | 1 |" in proc.stdout
     assert "reports: " + os.path.join(reports, "bench.md") in proc.stderr
-    assert sorted(os.listdir(reports)) == ["bench.csv", "bench.json", "bench.md", "bench.png"]
+    assert sorted(os.listdir(reports)) == ["batch.csv", "bench.csv", "bench.json", "bench.md", "bench.png"]
+    with open(os.path.join(reports, "batch.csv")) as handle:  # the reference's layout: variants x batches
+        lines = handle.read().splitlines()
+    assert lines[0] == "FPS / batch,1" and lines[1].startswith("FP32 ONNX Runtime,") and len(lines) == 2
+    assert float(lines[1].split(",")[1]) > 0
     missing = run_script("benchmark.py", ["--manifest", str(tmp_path / "nothing")])
     assert missing.returncode == 2 and missing.stderr.startswith("error: no build manifest")
     assert "Traceback" not in missing.stderr

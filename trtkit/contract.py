@@ -206,6 +206,20 @@ def resolve(base, overrides, fixed=None, what="the model"):
     return base.with_overrides(values)
 
 
+def parse_image_sizes(value):
+    """"128,1024", "128,256,512,1024" or a list of them -> (smallest, largest): the image sizes (height and
+    width each) a build's artifacts must run at; InputError otherwise."""
+    parts = value if isinstance(value, (list, tuple)) else str(value).replace(":", ",").split(",")
+    try:
+        numbers = [int(p) for p in parts if str(p).strip()]
+    except (TypeError, ValueError):
+        numbers = []
+    if not numbers or min(numbers) < 1:
+        raise InputError("image sizes {!r} are not a list of sizes".format(value),
+                         hint="e.g. --image-sizes 128,1024 (the smallest and largest)")
+    return min(numbers), max(numbers)
+
+
 def parse_size(value):
     """224, "224", "48x192", (48, 192) or [48, 192] -> (height, width); InputError otherwise."""
     if isinstance(value, (list, tuple)):

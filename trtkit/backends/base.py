@@ -223,11 +223,13 @@ class BuildInputs(object):
     it); ``default_batch``: the (min, opt, max) profile the build would like when
     none is given; ``work_dir``: where intermediate files may be written (they
     become part of the build); ``torch_model``: the PyTorch model when there is
-    one (torch2trt); ``tensorrt``: ``TensorRTOptions`` (None: defaults).
+    one (torch2trt); ``tensorrt``: ``TensorRTOptions`` (None: defaults); ``image_sizes``: (smallest,
+    largest) image size dynamic H and W must cover (None: the contract's size only).
     """
 
     def __init__(self, contract=None, fp32_onnx=None, default_batch=(1, 8, 32), work_dir=None, torch_model=None,
-                 tensorrt=None):
+                 tensorrt=None, image_sizes=None):
+        self.image_sizes = tuple(image_sizes) if image_sizes else None
         self.contract = contract
         self.fp32_onnx = fp32_onnx
         self.default_batch = tuple(default_batch)

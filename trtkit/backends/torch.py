@@ -1,6 +1,7 @@
 """PyTorch baselines: the numbers every TensorRT speed-up is quoted against.
 
-A "torch" runner runs the manifest's checkpoint (via ``trtkit.models.load_model``)
+A "torch" runner runs the manifest's checkpoint (via ``trtkit.models.segmentation.load_deployable``: a classifier
+or a segmentation model)
 in one of four modes users compare with:
 
 - ``fp32``: eager FP32, the reference the speed-up column divides by;
@@ -106,7 +107,7 @@ class TorchRunner(Runner):
 
     def _activate(self):
         torch = self.torch = require("torch", "the PyTorch baselines")
-        from trtkit.models.classifiers import load_model
+        from trtkit.models.segmentation import load_deployable
         self._device = self.device
         usable, reason = mode_support(self.mode, self.device)
         if not usable:
@@ -115,7 +116,7 @@ class TorchRunner(Runner):
             raise InputError("checkpoint not found: {}".format(self.path), hint="check the manifest's model.checkpoint")
         if self.threads and self.device == "cpu":
             torch.set_num_threads(int(self.threads))
-        model = load_model(self.model_name, self.path, input_size=self.input_size)
+        model = load_deployable(self.model_name, self.path, input_size=self.input_size)
         self.contract = model.input_contract
         self.num_classes = model.num_classes
         model = model.to(self.device).eval()

@@ -16,7 +16,8 @@ device record) and bench.png into OUT (default: BUILD/bench)."""
 EPILOG = """examples:
   benchmark.py                                      the last build in build/engines
   benchmark.py --manifest build/rn50 --batch-sizes 1,16,64 --out results/
-  benchmark.py --sweep --max-batch 256              batch 1,2,4,... until out of memory
+  benchmark.py --sweep --max-batch 256              batch 1,2,4,... until out of memory (batch.csv: FPS per batch)
+  trtkit bench --manifest build/seg --image-sizes 128,256,512,1024   latency per image size (imsize.csv)
   benchmark.py --checkpoint rn18.pt --model resnet18 --input-size 224 --torch-modes fp32,half
   benchmark.py --artifact onnxruntime:fp16:model.fp16.onnx --input-size 224 --no-torch"""
 
@@ -54,6 +55,11 @@ def add_arguments(parser):
     how.add_argument("--sweep", action="store_true",
                      help="batch sweep 1,2,4,... up to --max-batch, stopping at out-of-memory")
     how.add_argument("--max-batch", type=int, default=64, help="largest batch of --sweep (default: 64)")
+    how.add_argument("--image-sizes", metavar="LIST",
+                     help="image-size sweep at batch 1, e.g. 128,256,512,1024 (the reference benchmark's): writes "
+                          "imsize.csv/.md/.json/.png (latency per size, one row per precision) instead of the "
+                          "batch table; an artifact runs only at sizes its build allows (build with --image-sizes "
+                          "MIN,MAX for dynamic H and W)")
     how.add_argument("--seconds", type=float, default=1.0,
                      help="minimum seconds per figure (latency and throughput each; default: 1)")
     how.add_argument("--warmup", type=float, default=0.3, help="warm-up seconds per batch size (default: 0.3)")
@@ -116,6 +122,8 @@ def run(args):
         out_dir = args.out or os.path.join(build.folder, "bench")
     if manifest is None:
         manifest = {"model": {"input": _flag_input(args)}}
+    if args.image_sizes:
+        return _image_size_sweep(args, variants, manifest, options, out_dir)
     images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
     log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads{}".format(
         len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads,
@@ -125,9 +133,32 @@ def run(args):
                         "images": source}
     title = args.title or "{} benchmark".format(variants[0].model)
     paths = write_reports(result, out_dir, title=title, png=not args.no_png)
+    from trtkit.bench.sweeps import write_batch_table
+    paths["batch"], batch_table = write_batch_table(result, out_dir)
     table, notes = markdown_table(result)
     print(table)
     for note in notes:
         print(note)
+    if len(options.sizes()) > 1:
+        print("\n" + batch_table)
+    log.info("reports: " + ", ".join(paths[k] for k in ("markdown", "csv", "json", "png", "batch") if k in paths))
+    return 0
+
+
+def _image_size_sweep(args, variants, manifest, options, out_dir):
+    from trtkit import log
+    from trtkit.bench.sweeps import check_sweep, image_size_sweep, latency_ms, pivot, pivot_markdown, write_imsize
+    sizes = sorted(set(int_list(args.image_sizes, "--image-sizes")))
+    check_sweep(variants, sizes, manifest)
+    channels = ((manifest.get("model") or {}).get("input") or {}).get("channels") or 3
+    log.info("image-size sweep of {} variants at {} (batch 1); {} CPU threads".format(
+        len(variants), ",".join(str(s) for s in sizes), options.threads))
+    sweep = image_size_sweep(variants, sizes, options, channels)
+    title = args.title or "{} latency per image size".format(variants[0].model)
+    paths = write_imsize(sweep, out_dir, title=title, png=not args.no_png)
+    print(pivot_markdown(pivot(sweep["results"], "image_size", latency_ms), sizes, "latency ms, batch 1"))
+    for row in sweep["results"]:
+        if row.get("status") != "ok":
+            print("- {} at {}: {}".format(row["variant"], row["image_size"], row.get("reason") or row.get("status")))
     log.info("reports: " + ", ".join(paths[k] for k in ("markdown", "csv", "json", "png") if k in paths))
     return 0

@@ -50,11 +50,13 @@ def _has_dynamo_exporter(torch):
     return "dynamo" in params and available("onnxscript")
 
 
-def export_onnx(model, path, exporter="auto", opset=None, example=None, contract=None):
+def export_onnx(model, path, exporter="auto", opset=None, example=None, contract=None, image_sizes=None):
     """Export ``model`` (eval mode, CPU) to ``path`` atomically; returns (exporter used, opset).
 
     ``contract`` is the model's InputContract (default: ``model.input_contract``, which trtkit's own
-    models carry); it sets the example input's shape and is recorded in the ONNX metadata.
+    models carry); it sets the example input's shape and is recorded in the ONNX metadata. ``image_sizes``
+    (smallest, largest): height and width become dynamic axes too (and a map output's, which follows them);
+    the export is checked to run at the smallest size.
     """
     torch = require("torch", "exporting to ONNX")
     require("onnx", "exporting to ONNX")
@@ -67,26 +69,55 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
     use_dynamo = exporter == "dynamo" or (exporter == "auto" and _has_dynamo_exporter(torch))
     if exporter == "dynamo" and not _has_dynamo_exporter(torch):
         raise InputError("this torch has no dynamo ONNX exporter", hint="use --exporter torchscript")
+    axes = _dynamic_axes(torch, model, example, image_sizes)
     with atomic_path(path) as tmp:
         if use_dynamo:
             try:
-                used = _export_dynamo(torch, model, example, tmp, opset)
+                used = _export_dynamo(torch, model, example, tmp, opset, image_sizes)
             except Exception as exc:
                 if exporter == "dynamo":
                     raise
                 log.warn("the torch.export-based exporter failed ({}); using the TorchScript one".format(
                     str(exc).splitlines()[0][:160] if str(exc) else exc.__class__.__name__))
-                used = _export_torchscript(torch, model, example, tmp, opset)
+                used = _export_torchscript(torch, model, example, tmp, opset, axes)
         else:
-            used = _export_torchscript(torch, model, example, tmp, opset)
+            used = _export_torchscript(torch, model, example, tmp, opset, axes)
         _finish(tmp, contract)
+        if image_sizes:
+            _check_runs_at(tmp, example, image_sizes[0])
     return used
 
 
-def _export_torchscript(torch, model, example, path, opset):
+def _dynamic_axes(torch, model, example, image_sizes):
+    """TorchScript's ``dynamic_axes``: the batch; with ``image_sizes`` H and W of the input, and of the output
+    when it is a map at the input's size (a segmentation model)."""
+    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}
+    if image_sizes:
+        axes[INPUT_NAME].update({2: "height", 3: "width"})
+        with torch.no_grad():
+            out = model(example[:1])
+        if hasattr(out, "dim") and out.dim() == 4 and tuple(out.shape[2:]) == tuple(example.shape[2:]):
+            axes[OUTPUT_NAME].update({2: "height", 3: "width"})
+    return axes
+
+
+def _check_runs_at(path, example, size):
+    """InputError unless the ONNX at ``path`` runs at ``size`` x ``size`` (its H and W really are dynamic)."""
+    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
+    x = np.zeros((1, example.shape[1], size, size), dtype=np.float32)
+    try:
+        with OnnxRuntimeRunner(path, providers=["CPUExecutionProvider"]) as runner:
+            runner.infer(x)
+    except Exception as exc:
+        raise InputError("the export does not run at {0}x{0} ({1})".format(
+            size, str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__),
+            hint="this model may need a fixed image size: drop --image-sizes, or raise its smallest size")
+
+
+def _export_torchscript(torch, model, example, path, opset, axes=None):
     opset = opset or DEFAULT_OPSET
     kwargs = dict(input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], opset_version=opset,
-                  dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, do_constant_folding=True)
+                  dynamic_axes=axes or {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, do_constant_folding=True)
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False
     with warnings.catch_warnings():
@@ -96,9 +127,14 @@ def _export_torchscript(torch, model, example, path, opset):
     return "torchscript", opset
 
 
-def _export_dynamo(torch, model, example, path, opset):
+def _export_dynamo(torch, model, example, path, opset, image_sizes=None):
     opset = opset or max(DEFAULT_OPSET, 18)
     batch = torch.export.Dim("batch", min=1, max=4096)
+    shapes = {0: batch}
+    if image_sizes:
+        for axis, name in ((2, "height"), (3, "width")):
+            size = int(example.shape[axis])
+            shapes[axis] = torch.export.Dim(name, min=min(image_sizes[0], size), max=max(image_sizes[1], size))
     import logging
     quiet = [logging.getLogger(n) for n in ("torch.onnx", "torch._dynamo", "torch.export", "onnxscript")]
     levels = [q.level for q in quiet]
@@ -110,7 +146,7 @@ def _export_dynamo(torch, model, example, path, opset):
             with torch.no_grad():
                 torch.onnx.export(model, (example,), path, dynamo=True, input_names=[INPUT_NAME],
                                   output_names=[OUTPUT_NAME], opset_version=opset,
-                                  dynamic_shapes=({0: batch},), external_data=False, verbose=False,
+                                  dynamic_shapes=(shapes,), external_data=False, verbose=False,
                                   report=False)
     finally:
         for q, level in zip(quiet, levels):

@@ -98,7 +98,7 @@ def _export(state):
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
     exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
-                                  contract=state.source.contract)
+                                  contract=state.source.contract, image_sizes=options.source.image_sizes)
     reference = torch_logits(model, images, options.batch_size)
     comparison = _comparison(state.source.info)
     diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
@@ -344,7 +344,8 @@ def _build_into(options, folder):
     manifest["options"] = options.to_dict(backend.name)
     state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
                                default_batch=options.default_batch, work_dir=folder.staging,
-                               torch_model=state.source.torch_model, tensorrt=options.tensorrt)
+                               torch_model=state.source.torch_model, tensorrt=options.tensorrt,
+                               image_sizes=options.source.image_sizes)
     from trtkit.pipeline.variants import VariantMaker
     state.maker = VariantMaker(state.fp32_onnx, state.name, state.source.contract, options.calibration,
                                state.data, backend.int8_encoding, folder.staging)

@@ -14,7 +14,8 @@ import os
 import re
 
 from trtkit import log
-from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContract, parse_size, resolve
+from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContract, parse_image_sizes, parse_size, \
+    resolve
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
 from trtkit.keywords import Field, Options
@@ -32,10 +33,11 @@ class ModelOptions(Options):
     InputContract fields to override ({"mean": ..., "resize": ...}, see ``contract.FIELDS``);
     ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``output_kind``: what the output holds
     (``trtkit.outputs``; None: detected from the model); ``task``: ``classification`` or ``segmentation``
-    (None: detected from the model's output: [N, classes] or a [N, C, H, W] map)."""
+    (None: detected from the model's output: [N, classes] or a [N, C, H, W] map); ``image_sizes``: (smallest,
+    largest) image size the artifacts must run at (H and W dynamic; None: the input size only)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None, task=None):
+                 input=None, output_kind=None, task=None, image_sizes=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         self.module = None
@@ -74,6 +76,7 @@ class ModelOptions(Options):
         if input_size is not None:
             self.input["size"] = parse_size(input_size)
         self.exporter = exporter
+        self.image_sizes = parse_image_sizes(image_sizes) if image_sizes is not None else None
         from trtkit.outputs import OutputKind
         self.output_kind = OutputKind.parse(output_kind).name if output_kind is not None else None
 
@@ -106,6 +109,10 @@ class ModelOptions(Options):
     ) + tuple(field.within("input") for field in CONTRACT_FIELDS) + (
         Field("exporter", choices=list(EXPORTERS),
               help="torch ONNX exporter (default: auto = the current one, else TorchScript)"),
+        Field("image_sizes", metavar="MIN,MAX",
+              help="image sizes the artifacts must run at besides --input-size, e.g. 128,1024: the export gets "
+                   "dynamic height and width, TensorRT engines a profile from MIN to MAX (optimized at the input "
+                   "size), and 'trtkit bench --image-sizes' can sweep them (default: the input size only)"),
         Field("task", choices=["classification", "segmentation"],
               help="what the model does (default: read from its output: [N, classes] is classification, a "
                    "[N, C, H, W] map of class scores or a one-channel [N, 1, H, W] logit/probability map is "
@@ -140,10 +147,14 @@ class ModelSource(object):
 def resolve_model(options, work_dir):
     """The ModelSource for ``options``; an ONNX source is normalized into ``work_dir/NAME.fp32.onnx``."""
     if options.onnx:
-        return _onnx_source(options, work_dir)
-    if options.module is not None:
-        return _module_source(options)
-    return _torch_source(options)
+        source = _onnx_source(options, work_dir)
+    elif options.module is not None:
+        source = _module_source(options)
+    else:
+        source = _torch_source(options)
+    if options.image_sizes:
+        source.info["image_sizes"] = list(options.image_sizes)
+    return source
 
 
 def _onnx_source(options, work_dir):
@@ -158,6 +169,9 @@ def _onnx_source(options, work_dir):
     for note in notes:
         log.info("onnx: " + note)
     c, h, w = summary.image_shape
+    if options.image_sizes and isinstance(h, int) and isinstance(w, int):
+        raise InputError("--image-sizes needs an ONNX with dynamic height and width; {} is fixed at {}x{}".format(
+            options.onnx, h, w), hint="export it with dynamic H and W axes, or drop --image-sizes")
     fixed = {"size": (h, w) if isinstance(h, int) and isinstance(w, int) else None,
              "channels": c if isinstance(c, int) else None,
              "layout": summary.source_layout, "input_dtype": summary.source_dtype}

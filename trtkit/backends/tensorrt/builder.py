@@ -101,13 +101,15 @@ def _parse(trt, builder, logger, onnx_path):
     return network, parser
 
 
-def profile_shapes(net_inputs, batch_profile, image_shape):
+def profile_shapes(net_inputs, batch_profile, image_shape, image_sizes=None):
     """{input name: [min, opt, max] shape lists} for the parsed network's inputs, or None when no dim is dynamic.
 
     ``net_inputs`` is [(name, shape)] with -1 for dynamic dims, ``batch_profile`` the (min, opt, max)
     batch, ``image_shape`` the contract's (C, H, W) or None. A dynamic batch takes the batch profile; a
     dynamic C, H or W of a 4-D input takes the contract's size at min = opt = max (a paddle2onnx
-    classifier with dynamic H and W builds at its 48x192 contract: one size, the one it is used at).
+    classifier with dynamic H and W builds at its 48x192 contract: one size, the one it is used at), or,
+    with ``image_sizes`` (smallest, largest), a dynamic H or W spans from the smaller of the smallest and the
+    contract's to the larger of the largest and the contract's, optimized at the contract's (``--image-sizes``).
     Any other dynamic dim has no size to take: an InputError naming the input.
     """
     if not any(d < 0 for _, shape in net_inputs for d in shape):
@@ -119,9 +121,11 @@ def profile_shapes(net_inputs, batch_profile, image_shape):
             if d < 0 and (image_shape is None or len(shape) != 4):
                 raise InputError("input {} has dynamic dims {} besides the batch".format(name, list(shape)),
                                  hint="pass --input-size, or export with a fixed image size")
-            rest.append(int(image_shape[axis]) if d < 0 else int(d))
+            size = int(image_shape[axis]) if d < 0 else int(d)
+            spans = d < 0 and axis >= 1 and image_sizes is not None
+            rest.append((min(size, image_sizes[0]), size, max(size, image_sizes[1])) if spans else (size,) * 3)
         batches = batch_profile if shape[0] < 0 else (shape[0],) * 3
-        record[name] = [[int(b)] + rest for b in batches]
+        record[name] = [[int(b)] + [dims[k] for dims in rest] for k, b in enumerate(batches)]
     return record
 
 
@@ -129,7 +133,8 @@ def _add_profile(builder, config, network, inputs, options):
     """The optimization profile of ``profile_shapes`` added to ``config``: (record, profile) or (None, None)."""
     net_inputs, _ = api.network_io(network)
     image = inputs.contract.shape if inputs.contract is not None else None
-    record = profile_shapes([(n, s) for n, s, _ in net_inputs], options.profile(inputs.default_batch), image)
+    record = profile_shapes([(n, s) for n, s, _ in net_inputs], options.profile(inputs.default_batch), image,
+                            getattr(inputs, "image_sizes", None))
     if record is None:
         return None, None
     profile = builder.create_optimization_profile()

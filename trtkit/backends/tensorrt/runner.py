@@ -32,6 +32,20 @@ from trtkit.backends.tensorrt.sidecar import check_compatible, check_file, read_
 from trtkit.errors import DeviceUnavailable, EngineMismatch, InputError
 
 
+def check_image_dims(shape, profile):
+    """InputError when the dims after the batch of ``shape`` lie outside an optimization ``profile`` ((min,
+    opt, max) shapes; None: nothing to check): an image size the engine was not built for."""
+    if not profile:
+        return
+    low, _, high = profile
+    outside = [axis for axis in range(1, len(shape)) if not low[axis] <= shape[axis] <= high[axis]]
+    if outside:
+        spans = ", ".join("{}..{}".format(low[a], high[a]) for a in outside)
+        raise InputError("input {} is outside the engine's profile ({} for axis {})".format(
+            "x".join(str(d) for d in shape), spans, ",".join(str(a) for a in outside)),
+            hint="rebuild with --image-sizes MIN,MAX covering it")
+
+
 class TensorRTRunner(Runner):
     backend = "tensorrt"
     device = "cuda"
@@ -173,6 +187,7 @@ class TensorRTRunner(Runner):
         expected = tuple(shape[1:])
         if tuple(d for d in expected) != tuple(batch.shape[1:]) and all(d >= 0 for d in expected):
             raise InputError("input shape {} does not match the engine's {}".format(batch.shape, shape))
+        check_image_dims(batch.shape, self._profiles.get(name))
         self._set_shape(batch.shape)
         return batch
 
