@@ -88,7 +88,8 @@ def test_hopper_runs_tensorrt_rtx_to_record_its_refusal_and_skips_what_is_missin
                   rtx_targets=RTX_TARGETS)
     verdict = verdicts(make_plan(machine))
     runs = sorted(name for name, (run, _) in verdict.items() if run)
-    assert runs == sorted(["device", "sample-model", "torch-baselines", "tensorrt-rtx", "training", "torch-compile"])
+    assert runs == sorted(["device", "sample-model", "torch-baselines", "tensorrt-rtx", "training", "torch-compile",
+                           "segmentation"])
     assert "has no target for NVIDIA H100 80GB HBM3 (SM 9.0" in verdict["tensorrt-rtx"][1]
     assert "refusal" in verdict["tensorrt-rtx"][1]
     assert "tensorrt is not installed" in verdict["tensorrt"][1]
@@ -185,7 +186,7 @@ def test_a_run_writes_the_four_result_files(tmp_path):
     with open(str(out / "gpu_check.json")) as handle:
         record = json.load(handle)
     assert record["steps"]["device"]["status"] == "ok" and record["device"]["software"]["trtkit"]
-    assert [record["steps"][n]["reason"] for n in STEP_NAMES if n != "device"] == ["left out with --skip"] * 8
+    assert [record["steps"][n]["reason"] for n in STEP_NAMES if n != "device"] == ["left out with --skip"] * (len(STEP_NAMES) - 1)
     text = (out / "gpu_check.md").read_text()
     assert "| device | ok |" in text and "Nothing was timed." in text
 
@@ -251,3 +252,27 @@ def test_cifar_shaped_data_loads_like_cifar10_and_repeats_by_seed(tmp_path):
     assert set(train.labels.tolist()) == set(range(10)) and len(train.class_names) == 10
     again = write_cifar_like(str(tmp_path / "d"), train=500, test=100, seed=3)
     assert np.array_equal(load_images(again, InputContract(size=32), split="train").images, train.images)
+
+
+def test_the_segmentation_step_fills_the_reference_table_from_real_rows(tmp_path):
+    """The reference's layout (rows precisions, columns models, latency at batch 1) from bench rows, the engine
+    backend by what imports, and a random-weight reference model that trtkit reads back as that model."""
+    from trtkit.gpucheck.segmentation import engine_backend, random_checkpoint, reference_table
+    from trtkit.models.classifiers import read_checkpoint
+    from trtkit.models.segmentation import infer_segmentation_layout
+    rows = [{"status": "ok", "batch": 1, "variant": "FP32 PyTorch (eager)", "model": "fcn_resnet50",
+             "latency_ms": {"median": 200.0}},
+            {"status": "ok", "batch": 1, "variant": "FP16 TensorRT", "model": "fcn_resnet50",
+             "latency_ms": {"median": 36.0}},
+            {"status": "ok", "batch": 1, "variant": "FP16 TensorRT", "model": "deeplabv3_resnet50",
+             "latency_ms": {"median": 130.0}},
+            {"status": "failed", "batch": 1, "variant": "INT8 TensorRT", "model": "fcn_resnet50"}]
+    table = reference_table(rows, ["fcn_resnet50", "deeplabv3_resnet50"]).splitlines()
+    assert table[0] == "| latency ms, batch 1, 512x512 | fcn_resnet50 | deeplabv3_resnet50 |"
+    assert table[2:] == ["| FP32 PyTorch (eager) | 200.0 | - |", "| FP16 TensorRT | 36.0 | 130.0 |"]
+    assert engine_backend({"tensorrt": True, "tensorrt_rtx": True}) == "tensorrt"
+    assert engine_backend({"tensorrt": False, "tensorrt_rtx": True}) == "tensorrt-rtx"
+    assert engine_backend({}) is None
+    state, meta = read_checkpoint(random_checkpoint("fcn_resnet50", str(tmp_path)))
+    assert infer_segmentation_layout(state) == ("fcn_resnet50", 21, False)
+    assert meta["input"]["size"] in (512, [512, 512])

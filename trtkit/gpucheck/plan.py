@@ -53,6 +53,10 @@ STEPS = [
          BUILD_NEEDS + ("ort_cuda",), ("sample-model",), seconds=60, floor=25),
     Step("training", "training speed fp32 vs amp vs half: ResNet18 on CIFAR-shaped 32x32 data, same seed",
          ("gpu", "torch", "torch_cuda"), seconds=100, floor=40),
+    Step("segmentation", "the reference's segmentation table: the LRASPP sample and FCN/DeepLabV3 on "
+         "ResNet50/101 at 512x512, TensorRT (else TensorRT-RTX) FP32/FP16/INT8 beside PyTorch FP32 and .half(), "
+         "batch 1; image sizes 128-1024 for FCN-ResNet50", BUILD_NEEDS + ("torch_cuda",), ("sample-model",),
+         seconds=420, floor=120),
     Step("torch-compile", "torch.compile (FP32) against eager at batch 1, 64, 256",
          ("gpu", "torch", "torch_cuda", "torch_compile"), ("sample-model",), seconds=120, floor=60),
 ]

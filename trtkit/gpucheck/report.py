@@ -181,4 +181,9 @@ def markdown_report(record):
     lines += ["", "## Agreement with PyTorch FP32 (held-out sample images)", ""] + _agreement_table(steps)
     lines += ["", "## TensorRT-RTX on this GPU", ""] + _rtx_section(steps.get("tensorrt-rtx"))
     lines += ["", "## Training speed by precision mode", ""] + _training_section(steps.get("training"))
+    segmentation = steps.get("segmentation") or {}
+    lines += ["", "## Segmentation, as the reference benchmark measures it", ""] + (
+        ["{} engines; FCN/DeepLabV3 have seeded random weights (no download): their agreement only shows every "
+         "precision runs.".format(segmentation.get("backend")), "", segmentation["table"]]
+        if segmentation.get("table") else ["Not run."])
     return "\n".join(lines) + "\n"

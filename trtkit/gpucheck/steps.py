@@ -220,10 +220,15 @@ def step_training(request, save):
             "config": config.to_dict(), "device": device, "modes": rows, "table": format_table(rows, device)}
 
 
+def step_segmentation(request, save):
+    from trtkit.gpucheck.segmentation import step_segmentation as run
+    return run(request, save, bench_options, _bench, summarize_build)
+
+
 STEP_FUNCTIONS = {"device": step_device, "sample-model": step_sample_model, "torch-baselines": step_torch_baselines,
                   "tensorrt-rtx": step_tensorrt_rtx, "tensorrt": step_tensorrt, "torch2trt": step_torch2trt,
                   "onnxruntime-cuda": step_onnxruntime_cuda, "training": step_training,
-                  "torch-compile": step_torch_compile}
+                  "torch-compile": step_torch_compile, "segmentation": step_segmentation}
 
 
 def error_record(exc):
