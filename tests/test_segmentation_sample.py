@@ -84,3 +84,27 @@ def test_a_segmentation_name_without_checkpoint_other_than_the_sample_is_one_lin
     result = run_cli(["build", "--model", "fcn_resnet50", "--out", str(tmp_path / "x")])
     assert result.returncode != 0
     assert "needs --checkpoint" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_precision_auto_searches_a_segmentation_model_by_pixel_agreement_and_miou(tmp_path):
+    """The tune split is scored per pixel (decision maps, not every class score in memory) with the mIoU
+    against the masks as the budget's metric; the chosen artifact passes its gate within the budget."""
+    import trtkit
+    from trtkit.search.tune import load_tune_set, score
+    result = trtkit.build(task="segmentation", precision="auto", backend="onnxruntime", out=str(tmp_path / "a"),
+                          verify_images=64, tune_images=64, calib_images=64)
+    manifest = result.manifest
+    chosen = [a for a in manifest["artifacts"] if a["name"] == manifest["selection"]["chosen"]][0]
+    assert chosen["status"] == "ok" and manifest["search"]["metric"] == "accuracy"
+    assert chosen["verify"]["reference_miou"] - chosen["verify"]["miou"] <= 0.01
+    tune_figures = [a["tune"] for a in manifest["artifacts"] if a.get("tune")]
+    assert all(0.9 < t["agreement"] <= 1.0 and 0.8 < t["accuracy"] <= 1.0 for t in tune_figures), tune_figures
+    from trtkit.contract import InputContract
+    fp32 = str(tmp_path / "a" / "lraspp_mobilenet_v3_large.fp32.onnx")
+    tune = load_tune_set("shapes", InputContract.from_dict(manifest["model"]["input"]), 16, fp32, task="segmentation")
+    assert tune.dense and tune.reference.shape == (16, 96, 96) and tune.labels.shape == (16, 96, 96)
+    assert score(tune.reference, tune)["agreement"] == 1.0
+    wrong = tune.reference.copy()
+    wrong[:, :48] = 1  # the top half of every map called a circle
+    worse = score(wrong, tune)
+    assert worse["agreement"] < 0.7 and worse["accuracy"] < score(tune.reference, tune)["accuracy"]

@@ -351,7 +351,8 @@ def _build_into(options, folder):
                                state.data, backend.int8_encoding, folder.staging)
     if options.auto:
         from trtkit.search.candidates import make_candidates
-        candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"))
+        candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
+                                             state.source.info.get("task"))
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

@@ -15,12 +15,12 @@ from trtkit import log
 from trtkit.search.tune import evaluate, load_tune_set, score
 
 
-def make_candidates(maker, config, kind=None):
+def make_candidates(maker, config, kind=None, task=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
     (candidates, search record for the manifest)."""
     from trtkit.search.sensitivity import layer_sensitivity
-    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind)
+    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task)
     reference = score(tune.reference, tune)
     fp32 = maker.fp32()
     fp32.tune = dict(reference, drop=0.0)

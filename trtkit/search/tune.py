@@ -19,15 +19,19 @@ TUNE_SEED = 1  # the calibration images use seed 0
 class TuneSet(object):
     """Tune images (float32 NCHW, in memory: ``--tune-images`` bounds them), their labels (or None), the
     FP32 graph's outputs on them, the identity of the selection (for caches), and the model's output
-    kind (``trtkit.outputs``), whose decision rule scores every graph."""
+    kind (``trtkit.outputs``), whose decision rule scores every graph. ``dense`` (a segmentation model):
+    ``reference`` holds the FP32 graph's decision maps (N, H, W), not its scores (all class scores of a
+    tune split at 512x512 would take gigabytes), ``labels`` are masks, agreement is per pixel and the
+    accuracy is the mIoU against the masks."""
 
-    def __init__(self, images, labels, reference, identity, kind=None):
+    def __init__(self, images, labels, reference, identity, kind=None, dense=False):
         from trtkit.outputs import LOGITS, OutputKind
         self.images = images
         self.labels = labels
         self.reference = reference
         self.identity = identity
         self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
+        self.dense = bool(dense)
 
     @property
     def metric(self):
@@ -35,22 +39,37 @@ class TuneSet(object):
         return "accuracy" if self.labels is not None else "agreement"
 
 
-def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None):
+def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None):
     from trtkit.data import select
     from trtkit.outputs import LOGITS, OutputKind
     kind = OutputKind.parse(kind) if kind is not None else LOGITS
     selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
     imageset = selection.load(progress=False)
-    reference = logits_of(fp32_onnx, imageset.images, batch_size)
     labels = imageset.labels
+    if task == "segmentation":
+        if labels is not None and labels.ndim != 3:  # a folder's per-image labels are no masks
+            labels = None
+        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True)
+        tune.reference = outputs_of(fp32_onnx, tune, batch_size)
+        return tune
+    reference = logits_of(fp32_onnx, imageset.images, batch_size)
     if labels is not None and (kind.multilabel or len(labels) == 0 or
                                labels.max() >= kind.classes(reference.shape[1])):
         labels = None
     return TuneSet(imageset.images, labels, reference, selection.identity, kind)
 
 
-def logits_of(model, images, batch_size=32):
-    """Logits of an ONNX graph (a path or a ModelProto) on ``images``, with ONNX Runtime on the CPU."""
+def outputs_of(model, tune, batch_size=32):
+    """What ``score`` takes from an ONNX graph on the tune images: its logits, or for a dense model its
+    decision maps (int16, one batch of scores in memory at a time)."""
+    if not tune.dense:
+        return logits_of(model, tune.images, batch_size)
+    return logits_of(model, tune.images, batch_size, decide=lambda out: tune.kind.decide(out).astype(np.int16))
+
+
+def logits_of(model, images, batch_size=32, decide=None):
+    """Logits of an ONNX graph (a path or a ModelProto) on ``images``, with ONNX Runtime on the CPU;
+    ``decide``: applied to each batch's outputs as they come (their shape kept), its results returned."""
     ort = require("onnxruntime", "the precision search")
     data = model if isinstance(model, str) else model.SerializeToString()
     options = ort.SessionOptions()
@@ -65,23 +84,38 @@ def logits_of(model, images, batch_size=32):
         real = len(chunk)
         if real < size and isinstance(fixed, int) and fixed > 0:
             chunk = np.concatenate([chunk, np.zeros((size - real,) + chunk.shape[1:], np.float32)])
-        outputs.append(np.asarray(session.run(None, {name: chunk})[0], np.float32).reshape(len(chunk), -1)[:real])
+        out = np.asarray(session.run(None, {name: chunk})[0], np.float32)
+        outputs.append(decide(out)[:real] if decide is not None else out.reshape(len(chunk), -1)[:real])
     return np.concatenate(outputs)
 
 
 def score(logits, tune):
     """{"agreement", "accuracy" (None without labels)} of ``logits`` on the tune set, as fractions, by the
-    model's decision rule (a multi-label image agrees when all its labels do)."""
+    model's decision rule (a multi-label image agrees when all its labels do). For a dense model ``logits``
+    are decision maps (``outputs_of``): agreement per pixel, accuracy the mIoU against the masks."""
+    if tune.dense:
+        return _dense_score(logits, tune)
     got, expected = tune.kind.decide(logits), tune.kind.decide(tune.reference)
     same = np.all(got == expected, axis=1) if tune.kind.multilabel else got == expected
     accuracy = float(np.mean(got == tune.labels)) if tune.labels is not None else None
     return {"agreement": float(np.mean(same)), "accuracy": accuracy}
 
 
+def _dense_score(decided, tune):
+    from trtkit.data.masks import IGNORE_INDEX
+    from trtkit.pipeline.dense import class_iou, confusion
+    accuracy = None
+    if tune.labels is not None:
+        classes = int(max(decided.max(), tune.reference.max(), tune.labels[tune.labels != IGNORE_INDEX].max()
+                          if (tune.labels != IGNORE_INDEX).any() else 0)) + 1
+        accuracy = class_iou(confusion(tune.labels, decided, classes, tune.labels != IGNORE_INDEX))[1]
+    return {"agreement": float(np.mean(decided == tune.reference)), "accuracy": accuracy}
+
+
 def evaluate(graph, tune, reference):
     """Figures of an ONNX graph (path or ModelProto) on the tune set, with ``drop``: points lost against
     ``reference`` (the FP32 graph's figures) in the tune set's metric."""
-    figures = score(logits_of(graph, tune.images), tune)
+    figures = score(outputs_of(graph, tune), tune)
     return dict(figures, drop=round(drop_points(figures, reference, tune.metric), 3))
 
 
