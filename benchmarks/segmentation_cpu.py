@@ -70,7 +70,8 @@ def measure(name, args, work):
     out = os.path.join(work, "build-" + name)
     start = time.time()
     result = trtkit.build(precision="auto", backend="auto", data="shapes", out=out, verify_images=args.images,
-                          calib_images=args.images, calib_batch_size=8, batch_size=8, **keywords)
+                          calib_images=args.images, tune_images=args.images, calib_batch_size=8, batch_size=8,
+                          **keywords)
     build_seconds = time.time() - start
     manifest = result.manifest
     chosen = manifest["selection"]["chosen"]
