@@ -61,6 +61,15 @@ class OutputKind(object):
         positive = outputs > (0.5 if self.scale == "probabilities" else 0.0)
         return positive[:, 0].astype(np.int64) if self.binary else positive
 
+    def decide_maps(self, outputs):
+        """The decision per pixel of score maps ``outputs`` (N, C, H, W): class indices (N, H, W) int64 (the
+        arg-max over C; one channel: 1 where positive), the rule of ``decide`` applied to every pixel."""
+        outputs = np.asarray(outputs, dtype=np.float32)
+        n, c, h, w = outputs.shape
+        if not self.binary and not self.multilabel:
+            return outputs.argmax(1)
+        return self.decide(np.moveaxis(outputs, 1, -1).reshape(-1, c)).reshape(n, h, w)
+
     def probabilities(self, outputs):
         """Per row, the probability of each class (single-label, binary as [negative, positive]) or of each
         label (multi-label), float32; never a softmax over what already is one."""
@@ -123,6 +132,19 @@ MULTILABEL_PROBABILITIES = OutputKind("multilabel-probabilities", "probabilities
 KINDS = dict((k.name, k) for k in (LOGITS, PROBABILITIES, LOG_PROBABILITIES, BINARY_LOGIT, BINARY_PROBABILITY,
                                    MULTILABEL_LOGITS, MULTILABEL_PROBABILITIES))
 NAMES = tuple(KINDS)
+
+
+TASKS = ("classification", "segmentation")
+
+
+def task_of_shape(dims):
+    """What an output of ``dims`` (batch axis included; None or -1 where dynamic) says the model does:
+    ``segmentation`` for a [N, C, H, W] map (H and W not both 1), ``classification`` for [N, classes] or
+    [N, classes, 1, 1]; None when the rank says neither."""
+    dims = list(dims or [])
+    if len(dims) == 4 and dims[2:] != [1, 1]:
+        return "segmentation"
+    return "classification" if len(dims) in (2, 4) else None
 
 
 def help_text():

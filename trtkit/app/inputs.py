@@ -1,4 +1,5 @@
-"""What ``Classifier.predict`` accepts, turned into model inputs by the build's contract, in bounded memory.
+"""What ``predict`` (Classifier, Segmenter) accepts, turned into model inputs by the build's contract, in bounded
+memory, with each image's own size (a Segmenter's masks go back to it).
 
 An input is a file path (str or ``os.PathLike``), the bytes of an image file, a PIL image, a uint8 array
 (HxW or HxWxC with C = 1 or 3: one image; NxHxWxC: N images), a float array
@@ -79,7 +80,8 @@ def _array(array):
 
 
 def prepare(entry, contract):
-    """One (label, kind, value) -> float32 (C, H, W) for ``contract``."""
+    """One (label, kind, value) -> (float32 (C, H, W) for ``contract``, the image's own size (w, h)); the size
+    is None for an input given preprocessed."""
     label, kind, value = entry
     if kind == "float":
         if tuple(value.shape) != contract.shape:
@@ -89,22 +91,24 @@ def prepare(entry, contract):
         from trtkit.contract import check_float_input
         value = np.asarray(value, dtype=np.float32)
         check_float_input(value, contract, "a preprocessed image")
-        return value
+        return value, None
     if kind == "pixels":
-        from trtkit.data.preprocess import preprocess
-        return preprocess(value, contract)
+        from trtkit.data.preprocess import preprocess, to_pil
+        image = to_pil(value)
+        return preprocess(image, contract), image.size
     if kind == "encoded":
         return decode_bytes(value, contract)
     return read_file(value, contract)
 
 
 def read_file(path, contract):
-    """Decode and preprocess an image file; InputError for a missing file or one that is no image."""
-    from trtkit.data.decode import describe_error, read_image
+    """Decode and preprocess an image file: (float32 (C, H, W), its size (w, h)); InputError for a missing file
+    or one that is no image."""
+    from trtkit.data.decode import describe_error, read_image_sized
     if not os.path.isfile(path):
         raise InputError("image not found: {}".format(path), hint="check the path")
     try:
-        return read_image(path, contract)
+        return read_image_sized(path, contract)
     except MemoryError:
         raise
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError... for files it cannot read
@@ -113,11 +117,12 @@ def read_file(path, contract):
 
 
 def decode_bytes(data, contract):
-    """An encoded image (JPEG, PNG, ... bytes) -> float32 (C, H, W); InputError when it does not decode."""
+    """An encoded image (JPEG, PNG, ... bytes) -> (float32 (C, H, W), its size (w, h)); InputError when it does
+    not decode."""
     import io
-    from trtkit.data.decode import describe_error, read_image
+    from trtkit.data.decode import describe_error, read_image_sized
     try:
-        return read_image(io.BytesIO(bytes(data)), contract)
+        return read_image_sized(io.BytesIO(bytes(data)), contract)
     except MemoryError:
         raise
     except Exception as exc:
@@ -126,19 +131,21 @@ def decode_bytes(data, contract):
 
 
 def batches(inputs, contract, batch_size, workers=None):
-    """Yield (labels, float32 NCHW batch) of at most ``batch_size`` images, in input order, decoding as it goes."""
+    """Yield (labels, float32 NCHW batch, sizes) of at most ``batch_size`` images, in input order, decoding as it
+    goes; ``sizes``: each image's own (w, h), None for inputs given preprocessed."""
     from trtkit.data.decode import default_workers, imap_ordered
-    labels, rows = [], []
+    labels, rows, sizes = [], [], []
     entries = expand(inputs)
-    for label, array in imap_ordered(lambda e: (e[0], prepare(e, contract)), entries,
-                                     workers or default_workers(), ahead=2 * batch_size):
+    for label, (array, size) in imap_ordered(lambda e: (e[0], prepare(e, contract)), entries,
+                                             workers or default_workers(), ahead=2 * batch_size):
         labels.append(label)
         rows.append(array)
+        sizes.append(size)
         if len(rows) == batch_size:
-            yield labels, np.stack(rows)
-            labels, rows = [], []
+            yield labels, np.stack(rows), sizes
+            labels, rows, sizes = [], [], []
     if rows:
-        yield labels, np.stack(rows)
+        yield labels, np.stack(rows), sizes
 
 
 def image_files(paths):

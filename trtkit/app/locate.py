@@ -25,6 +25,7 @@ import re
 from trtkit import log
 from trtkit.contract import InputContract
 from trtkit.errors import InputError
+from trtkit.outputs import task_of_shape
 from trtkit.pipeline.manifest import MANIFEST_NAME, manifest_files, open_build
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
@@ -38,13 +39,18 @@ class Target(object):
     ``path`` (absolute), ``backend`` (registry name), ``contract`` (InputContract),
     ``precision`` (None when unknown), ``output_kind``, ``name`` (the artifact's,
     e.g. ``resnet18.fp16``), ``artifact`` (its manifest record; None for a file no
-    manifest lists) and ``manifest`` (the loaded manifest, or None).
+    manifest lists), ``manifest`` (the loaded manifest, or None) and ``task``
+    (``classification`` or ``segmentation``).
     """
 
     def __init__(self, path, backend, contract, precision=None, output_kind="logits", name=None, artifact=None,
-                 manifest=None):
-        from trtkit.outputs import OutputKind
+                 manifest=None, task="classification"):
+        from trtkit.outputs import TASKS, OutputKind
         output_kind = OutputKind.parse(output_kind).name
+        if task not in TASKS:
+            raise InputError("{} is for task '{}', which this trtkit does not know".format(path, task),
+                             hint="use the trtkit that built it, or rebuild")
+        self.task = task
         self.path = os.path.abspath(path)
         self.backend = backend
         self.contract = contract
@@ -156,7 +162,7 @@ def target_of(build, artifact):
         raise InputError("artifact file missing: {}".format(path), hint="run the build again")
     return Target(path, artifact["backend"], manifest_contract(build), precision=artifact.get("precision"),
                   output_kind=build.manifest.output_kind, name=artifact.get("name"), artifact=artifact,
-                  manifest=build.manifest)
+                  manifest=build.manifest, task=build.manifest.task)
 
 
 def serving_targets(build, precisions=None):
@@ -241,19 +247,21 @@ def _lone_onnx(path, precision, backend):
     if beside is not None:  # e.g. the FP32 ONNX an engine of the build was made from
         build = beside[0]
         return Target(path, "onnxruntime", manifest_contract(build), precision, build.manifest.output_kind,
-                      manifest=build.manifest)
-    contract, kind = _onnx_interface(path)
-    return Target(path, "onnxruntime", contract, precision, kind)
+                      manifest=build.manifest, task=build.manifest.task)
+    contract, kind, task = _onnx_interface(path)
+    return Target(path, "onnxruntime", contract, precision, kind, task=task)
 
 
 def _onnx_interface(path):
-    """(InputContract, output kind name) of a lone ONNX file: the contract a trtkit export recorded, else its
-    fixed dims; the output kind its graph shows (logits when it cannot be told)."""
+    """(InputContract, output kind name, task) of a lone ONNX file: the contract a trtkit export recorded, else
+    its fixed dims; the output kind and task its graph shows (logits, classification when they cannot be told)."""
+    from trtkit.onnx.layout import check_task
     from trtkit.onnx.load import OnnxSummary, contract_metadata, load_onnx
     model = load_onnx(path, check=False)
-    summary = OnnxSummary(model)
+    task = check_task(model)
+    summary = OnnxSummary(model, task)
     contract = contract_metadata(model) or _from_dims(path, summary.image_shape, "its graph")
-    return contract, summary.output_kind or "logits"
+    return contract, summary.output_kind or "logits", task
 
 
 def _from_dims(path, dims, what):
@@ -292,4 +300,6 @@ def _lone_engine(path, precision, backend):
         raise InputError("{} was built with {}, not {}".format(path, flavour, backend))
     inputs = record.get("inputs") or []
     dims = inputs[0]["shape"][1:] if inputs else []
-    return Target(path, flavour, _from_dims(path, dims, "its sidecar"), precision)
+    outputs = record.get("outputs") or []
+    task = task_of_shape(outputs[0].get("shape") if outputs else None) or "classification"
+    return Target(path, flavour, _from_dims(path, dims, "its sidecar"), precision, task=task)

@@ -71,7 +71,7 @@ class ServeOptions(object):
         models.add_argument("--max-queue-delay-us", type=int, default=100, metavar="US",
                             help="how long a request may wait for a fuller batch (default: 100)")
         models.add_argument("--top-k", type=int, default=5, metavar="K",
-                            help="classes the _images models return per image (default: 5)")
+                            help="classes the _images models of a classifier return per image (default: 5)")
         models.add_argument("--no-images", action="store_true",
                             help="serve only the preprocessed-input models, not the _images ones")
 

@@ -13,8 +13,16 @@ build's contract -> ``logits`` FP32 [-1, K], ``top_classes`` INT64 [-1, k],
 class names; the index when the build has none), best first, ``k`` =
 ``--top-k`` (a binary model's two classes: [negative, positive] by its one
 logit or sigmoid). A multi-label model answers with its decision rule instead
-of a ranking: ``probabilities`` FP32 [-1, L] and ``positive`` BOOL [-1, L]. It has no dynamic batcher: the images of one request are one
-batch, so an image that does not decode fails its own request only.
+of a ranking: ``probabilities`` FP32 [-1, L] and ``positive`` BOOL [-1, L]. It has no dynamic batcher: the
+images of one request are one batch, so an image that does not decode fails its own request only.
+
+A segmentation build's models: ``<name>_<precision>`` returns its score maps,
+``logits`` FP32 [-1, C, h, w]; ``<name>_<precision>_images`` returns per image
+``mask`` BYTES [-1, 1], the base64 text (JSON-safe) of a palette PNG of the
+class-index mask at the image's own size (``numpy.asarray(PIL.Image.open(
+io.BytesIO(base64.b64decode(text))))`` gives the uint8 class indices back,
+255 where a centre crop cut the image off), and ``fractions`` FP32 [-1, K],
+each class's share of the seen pixels (summing to 1): ``trtkit.app.maps``.
 
 Each artifact's runner lives in one thread of its own (``Worker``): both of its
 models queue their batches there, so a runner is never used by two threads at
@@ -31,26 +39,26 @@ DEFAULT_MAX_BATCH = 32  # no profile to take it from (ONNX): the largest batch T
 
 
 class Worker(object):
-    """One artifact's Classifier, loaded and run in a thread of its own."""
+    """One artifact's loaded model (a Classifier or a Segmenter), loaded and run in a thread of its own."""
 
     def __init__(self, target, max_batch=None):
         from concurrent.futures import ThreadPoolExecutor
-        from trtkit.app.classifier import Classifier
+        from trtkit.app.loader import open_target
         self.target = target
         self._pool = ThreadPoolExecutor(max_workers=1)
         try:
-            self.classifier = self._pool.submit(Classifier.open, target, max_batch or DEFAULT_MAX_BATCH).result()
+            self.model = self._pool.submit(open_target, target, max_batch or DEFAULT_MAX_BATCH).result()
         except BaseException:
             self._pool.shutdown()
             raise
-        self.batch_range = self.classifier.runner.batch_range()
+        self.batch_range = self.model.runner.batch_range()
 
     def logits(self, batch):
-        return self._pool.submit(self.classifier.logits, batch).result()
+        return self._pool.submit(self.model.logits, batch).result()
 
     def close(self):
         try:
-            self._pool.submit(self.classifier.close).result()
+            self._pool.submit(self.model.close).result()
         finally:
             self._pool.shutdown()
 
@@ -76,13 +84,13 @@ def model_names(target):
 def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
     """The keyword arguments of ``Triton.bind`` for a Worker's models (see the module doc)."""
     from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-    classifier = worker.classifier
-    contract = classifier.contract
-    classes = classifier.num_classes or -1
+    model = worker.model
+    contract = model.contract
+    classes = model.num_classes or -1
     max_batch, preferred = batching(worker, max_batch)
     k = min(int(top_k), classes) if classes > 0 else int(top_k)
     logits_name, images_name = model_names(worker.target)
-    logits_out = Tensor(name="logits", dtype=np.float32, shape=(classifier.output_columns or -1,))
+    logits_out = Tensor(name="logits", dtype=np.float32, shape=tuple(d or -1 for d in model.output_shape))
     models = [dict(model_name=logits_name, infer_func=_logits_function(worker),
                    inputs=[Tensor(name="input", dtype=np.float32, shape=tuple(contract.shape))], outputs=[logits_out],
                    config=ModelConfig(max_batch_size=max_batch, batcher=DynamicBatcher(
@@ -91,19 +99,23 @@ def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
         models.append(dict(
             model_name=images_name, infer_func=_images_function(worker, k),
             inputs=[Tensor(name="images", dtype=bytes, shape=(1,))],
-            outputs=[logits_out] + _answer_tensors(Tensor, classifier, k),
+            outputs=_answer_tensors(Tensor, model, k, logits_out),
             config=ModelConfig(max_batch_size=max_batch, batcher=None)))
     return models
 
 
-def _answer_tensors(Tensor, classifier, k):
+def _answer_tensors(Tensor, model, k, logits_out):
     """The ``_images`` model's answer: top-k of single-label and binary models, per-label decisions of
-    multi-label ones (their positives vary in number: no fixed k)."""
-    if classifier.kind.multilabel:
-        labels = classifier.output_columns or -1
-        return [Tensor(name="probabilities", dtype=np.float32, shape=(labels,)),
+    multi-label ones (their positives vary in number: no fixed k), masks and class fractions of segmentation
+    ones (no score maps: they are the model input's size, not the image's)."""
+    if model.task == "segmentation":
+        return [Tensor(name="mask", dtype=bytes, shape=(1,)),
+                Tensor(name="fractions", dtype=np.float32, shape=(model.num_classes or -1,))]
+    if model.kind.multilabel:
+        labels = model.output_columns or -1
+        return [logits_out, Tensor(name="probabilities", dtype=np.float32, shape=(labels,)),
                 Tensor(name="positive", dtype=np.bool_, shape=(labels,))]
-    return [Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
+    return [logits_out, Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
             Tensor(name="top_probabilities", dtype=np.float32, shape=(k,)),
             Tensor(name="top_names", dtype=bytes, shape=(k,))]
 
@@ -129,27 +141,41 @@ def _logits_function(worker):
 
 def _images_function(worker, k):
     from trtkit.app.inputs import decode_bytes
-    classifier = worker.classifier
+    model = worker.model
+    answer = _masks if model.task == "segmentation" else _classes
 
     def infer(requests):
         responses = []
         for request in requests:
             encoded = np.asarray(request["images"]).reshape(-1)
             try:
-                batch = np.stack([decode_bytes(data, classifier.contract) for data in encoded])
-                logits = worker.logits(batch)
+                decoded = [decode_bytes(data, model.contract) for data in encoded]
+                logits = worker.logits(np.stack([array for array, _ in decoded]))
             except TrtkitError as exc:
                 raise _bad_request(exc)
-            if classifier.kind.multilabel:
-                responses.append({"logits": logits, "probabilities": classifier.kind.probabilities(logits),
-                                  "positive": classifier.kind.decide(logits)})
-                continue
-            tops = classifier.top(logits, k)
-            responses.append({
-                "logits": logits,
-                "top_classes": np.asarray([[c for c, _, _ in top] for top in tops], dtype=np.int64),
-                "top_probabilities": np.asarray([[p for _, _, p in top] for top in tops], dtype=np.float32),
-                "top_names": np.asarray([[(str(c) if n is None else n).encode("utf-8") for c, n, _ in top]
-                                         for top in tops], dtype=object)})
+            responses.append(answer(model, logits, [size for _, size in decoded], k))
         return responses
     return infer
+
+
+def _classes(classifier, logits, sizes, k):
+    """A classifier's answer for one request's images (the sizes do not matter)."""
+    if classifier.kind.multilabel:
+        return {"logits": logits, "probabilities": classifier.kind.probabilities(logits),
+                "positive": classifier.kind.decide(logits)}
+    tops = classifier.top(logits, k)
+    return {"logits": logits,
+            "top_classes": np.asarray([[c for c, _, _ in top] for top in tops], dtype=np.int64),
+            "top_probabilities": np.asarray([[p for _, _, p in top] for top in tops], dtype=np.float32),
+            "top_names": np.asarray([[(str(c) if n is None else n).encode("utf-8") for c, n, _ in top]
+                                     for top in tops], dtype=object)}
+
+
+def _masks(segmenter, scores, sizes, k):
+    """A segmenter's answer for one request's images: base64 palette PNGs of the masks at each image's size and
+    the class fractions."""
+    import base64
+    from trtkit.app.palette import encode_png, mask_image
+    masks = segmenter.masks(scores, sizes)
+    return {"mask": np.asarray([[base64.b64encode(encode_png(mask_image(mask)))] for mask in masks], dtype=object),
+            "fractions": np.asarray([segmenter.fractions(mask) for mask in masks], dtype=np.float32)}

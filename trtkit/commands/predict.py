@@ -1,21 +1,34 @@
-"""trtkit predict: classify image files with a build's artifact, its preprocessing and its class names."""
+"""trtkit predict: classify (or segment) image files with a build's artifact, its preprocessing and class names."""
 
 NAME = "predict"
-HELP = "classify image files with a built artifact (the build's preprocessing and class names)"
-DESCRIPTION = """Classify images with a build's artifact.
+HELP = "classify or segment image files with a built artifact (the build's preprocessing and class names)"
+DESCRIPTION = """Classify images with a build's artifact; segment them with a segmentation build's.
 
 PATH is a build folder, its manifest.json, or one artifact (.onnx; .engine with
 its .json sidecar). From a build the artifact is --precision's, else the
 manifest's chosen one, else the fastest that passed verification. Images are
 preprocessed with the build's input contract (size, resize, mean/std) exactly
 as verification did, and decoded a batch at a time: any number of files works.
-Folders expand to their image files (recursively, sorted)."""
+Folders expand to their image files (recursively, sorted).
+
+A segmentation build predicts a class per pixel, taken back onto each image at
+its own size (undoing the build's resize, crop or padding; pixels a centre crop
+cut off are 255, "unseen"). Each image gets one line: its top classes by share
+of pixels. --out DIR also writes, per image, NAME.mask.png (the class indices
+as a palette PNG, Pascal VOC's colours) and NAME.overlay.png (the image with
+the class colours blended in; class 0, the background, left as is), NAME
+being the image's path below the folder all images share, without extension."""
 EPILOG = """examples:
   trtkit predict build/engines photo.jpg
   trtkit predict build/engines photos/ --top-k 3 --precision fp16
   trtkit predict build/engines/resnet18.fp16.onnx photos/ --json > predictions.json
 
---json prints a list of {"image": PATH, "top_k": [{"class": I, "name": S, "probability": P}, ...]}."""
+  trtkit predict build/seg photos/ --out masks/ --json > shares.json
+
+--json prints a list of {"image": PATH, "top_k": [{"class": I, "name": S, "probability": P}, ...]};
+for a segmentation build {"image": PATH, "width": W, "height": H, "coverage": share of the pixels seen,
+"fractions": [share of each class among the seen pixels, summing to 1], "top": [{"class": I, "name": S,
+"fraction": F}, ...], "mask": FILE, "overlay": FILE} (the files with --out)."""
 
 PROGRESS_FROM = 100  # files from which a progress bar is drawn (when stdout is not a terminal)
 
@@ -23,18 +36,21 @@ PROGRESS_FROM = 100  # files from which a progress bar is drawn (when stdout is 
 def add_arguments(parser):
     parser.add_argument("model", metavar="PATH", help="build folder, its manifest.json, or one artifact")
     parser.add_argument("images", nargs="+", metavar="IMAGE_OR_FOLDER", help="image files and folders of images")
-    parser.add_argument("--top-k", type=int, default=5, metavar="K", help="classes per image (default: 5)")
+    parser.add_argument("--top-k", type=int, default=5, metavar="K",
+                        help="classes per image (default: 5); segmentation: the classes covering most pixels")
     parser.add_argument("--precision", metavar="P", help="the build's artifact of this precision, e.g. fp16")
     parser.add_argument("--backend", metavar="NAME", help="the build's artifact for this runtime (a build has one)")
     parser.add_argument("--batch-size", type=int, default=32, metavar="B",
                         help="images per run, kept inside the engine's batch range (default: 32)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
+    parser.add_argument("--out", metavar="DIR",
+                        help="segmentation builds: write each image's mask and overlay PNGs into DIR")
 
 
 def run(args):
     import sys
     from trtkit import log
-    from trtkit.app.classifier import load
+    from trtkit.app.loader import load
     from trtkit.app.inputs import image_files
     from trtkit.errors import InputError
     if args.top_k < 1:
@@ -48,16 +64,46 @@ def run(args):
         log.info("{} image(s) with {} ({}, {}; input {})".format(
             len(files), model.name, model.backend, model.precision or "-",
             "x".join(str(d) for d in model.contract.shape)))
+        segment = model.task == "segmentation"
+        if args.out and not segment:
+            raise InputError("--out writes the masks of a segmentation build; {} is a classifier".format(
+                model.name), hint="drop --out")
         writer = JsonWriter(sys.stdout) if args.json else TableWriter(sys.stdout, files, args.top_k, model.class_names)
         show = len(files) >= PROGRESS_FROM and not (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
-        with log.Progress("classifying {} images".format(len(files)), total=len(files), unit="img") if show \
-                else _Nothing() as bar:
-            for label, top in model.iter_predict(files, args.top_k):
-                writer.write(label, top)
-                if bar is not None:
-                    bar.update()
+        with log.Progress("{} {} images".format("segmenting" if segment else "classifying", len(files)),
+                          total=len(files), unit="img") if show else _Nothing() as bar:
+            if segment:
+                _segment(model, files, args, writer, bar)
+            else:
+                for label, top in model.iter_predict(files, args.top_k):
+                    writer.write(label, top)
+                    if bar is not None:
+                        bar.update()
         writer.close()
     return 0
+
+
+def _segment(model, files, args, writer, bar):
+    """Masks of ``files``: a summary each (``writer``), and the mask and overlay files with ``--out``."""
+    from trtkit import log
+    from trtkit.app.mask_files import MaskWriter, record
+    from trtkit.fileio import output_dir
+    if not args.json:
+        log.info("each image's classes covering most of its pixels (share of the pixels the model saw)")
+    with output_dir(args.out) if args.out else _Nothing() as out:
+        files_writer = MaskWriter(out, files) if out else None
+        for label, mask in model.iter_predict(files):
+            summary = record(label, mask, model, args.top_k)
+            if files_writer is not None:
+                summary["mask"], summary["overlay"] = files_writer.write(label, mask)
+            if args.json:
+                writer.write_record(summary)
+            else:
+                writer.write(label, [(t["class"], t["name"], t["fraction"]) for t in summary["top"]])
+            if bar is not None:
+                bar.update()
+    if args.out:
+        log.info("wrote {} mask(s) and overlay(s) to {}".format(len(files), args.out))
 
 
 class _Nothing(object):
@@ -76,8 +122,11 @@ class JsonWriter(object):
         self.count = 0
 
     def write(self, label, top):
+        self.write_record({"image": label,
+                           "top_k": [{"class": c, "name": n, "probability": round(p, 6)} for c, n, p in top]})
+
+    def write_record(self, record):
         import json
-        record = {"image": label, "top_k": [{"class": c, "name": n, "probability": round(p, 6)} for c, n, p in top]}
         self.stream.write(("[\n  " if self.count == 0 else ",\n  ") + json.dumps(record))
         self.count += 1
 

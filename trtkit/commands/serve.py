@@ -14,6 +14,15 @@ passed verification (or each of --precision) is served by trtkit's own runner
                              server with the build's contract) -> "logits", "top_classes" INT64
                              [-1,k], "top_probabilities" FP32 [-1,k], "top_names" BYTES [-1,k]
 
+A segmentation build's models answer per pixel instead:
+
+  <name>_<precision>         "input" -> "logits" FP32 [-1,C,h,w] (the score maps)
+  <name>_<precision>_images  "images" -> "mask" BYTES [-1,1]: base64 text of a PNG (palette mode P)
+                             whose pixels are the class indices at the image's own size (255:
+                             cut off by a centre crop, unseen), and "fractions" FP32 [-1,K]: each
+                             class's share of the seen pixels (summing to 1). Decode a mask with
+                             numpy.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(text))))
+
 Needs the serve extra: pip install 'trtkit[serve]' (PyTriton ships tritonserver;
 Python 3.8+). SIGINT or SIGTERM stops the server cleanly."""
 EPILOG = """examples:

@@ -51,13 +51,18 @@ def imap_ordered(function, items, workers, ahead=None):
 
 def read_image(path, contract, draft=True):
     """Decode ``path`` and preprocess it for ``contract``: float32 (C, H, W). Raises what PIL raises."""
+    return read_image_sized(path, contract, draft)[0]
+
+
+def read_image_sized(path, contract, draft=True):
+    """``read_image`` and the image's own size (w, h), before any draft or resize: (array, (w, h))."""
     Image = require("PIL.Image", "reading image files")
     with Image.open(path) as image:
         original = image.size
         if draft and image.format == "JPEG":
             image.draft(None, resize_target(original, contract))
         image.load()
-        return preprocess(image, contract, original_size=original)
+        return preprocess(image, contract, original_size=original), original
 
 
 def describe_error(exc):

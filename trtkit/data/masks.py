@@ -6,8 +6,8 @@ grey levels whose values are class indices; or a ``.npz`` whose ``y`` (or
 ``masks``) is ``[N, H, W]`` beside ``x`` (``[N, H, W, C]`` images). Pixels equal
 to the ignore index (255, Pascal VOC's border value) count in no metric.
 
-A mask follows its image through the same geometry (``preprocess.resize_target``,
-centre crop, padding) but resized with nearest neighbour, so class indices are
+A mask follows its image through the same geometry (``preprocess.placement``:
+resize, centre crop, padding) but resized with nearest neighbour, so class indices are
 never blended, and padding is filled with the ignore index. Masks are read per
 batch, like the images: memory does not grow with the data set.
 """
@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from trtkit.data.preprocess import PADDED, _pil, resize_target
+from trtkit.data.preprocess import PADDED, _pil, placement
 from trtkit.errors import InputError
 
 IGNORE_INDEX = 255
@@ -38,12 +38,10 @@ def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
     elif mask.mode not in ("P", "L", "I", "I;16"):
         raise InputError("a mask image must hold class indices (a palette or grey-level PNG), not mode {}".format(
             mask.mode), hint="save masks as PNG with one class index per pixel")
-    new_w, new_h = resize_target(mask.size, contract)
+    new_w, new_h, left, top = placement(mask.size, contract)
     if mask.size != (new_w, new_h):
         mask = mask.resize((new_w, new_h), Image.NEAREST)
     if contract.resize == "crop":
-        top = int(round((new_h - contract.height) / 2.0))
-        left = int(round((new_w - contract.width) / 2.0))
         mask = mask.crop((left, top, left + contract.width, top + contract.height))
     values = np.asarray(mask).astype(np.int64)
     if contract.resize not in PADDED or values.shape == (contract.height, contract.width):

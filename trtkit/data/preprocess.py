@@ -104,6 +104,18 @@ def resize_target(size, contract):
     return contract.width, contract.height
 
 
+def placement(size, contract):
+    """Where an image of ``size`` (w, h) lands in the model input, as ``(new_w, new_h, left, top)``: it is
+    resized to ``new_w`` x ``new_h`` and the input's pixel (x, y) is the resized image's (x + left, y + top).
+    ``crop``: the centre crop's offsets; ``pad`` and ``height``: 0, 0 (the rest of the input is padding);
+    ``stretch``: the input itself. Masks follow it (``masks.preprocess_mask``), predicted maps go back by it
+    (``trtkit.app.maps``)."""
+    new_w, new_h = resize_target(size, contract)
+    if contract.resize != "crop":
+        return new_w, new_h, 0, 0
+    return new_w, new_h, int(round((new_w - contract.width) / 2.0)), int(round((new_h - contract.height) / 2.0))
+
+
 def preprocess(image, contract, original_size=None):
     """Pixels -> float32 (C, H, W) for ``contract`` (an InputContract).
 
@@ -113,12 +125,10 @@ def preprocess(image, contract, original_size=None):
     """
     Image = _pil()
     image = for_channels(to_pil(image), contract.channels)
-    new_w, new_h = resize_target(original_size or image.size, contract)
+    new_w, new_h, left, top = placement(original_size or image.size, contract)
     if image.size != (new_w, new_h):
         image = image.resize((new_w, new_h), Image.BILINEAR)
     if contract.resize == "crop":
-        top = int(round((new_h - contract.height) / 2.0))
-        left = int(round((new_w - contract.width) / 2.0))
         image = image.crop((left, top, left + contract.width, top + contract.height))
     pixels = np.asarray(image)
     pixels = pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # CHW views, no copy

@@ -114,7 +114,7 @@ def model_config_text(name, io, kind, options, comment=None, batching=None):
             dims = tensor.dims[cut:]
             if not dims:
                 raise InputError("{} '{}' has no dimensions besides the batch axis; trtkit serves image "
-                                 "classifiers".format(section, tensor.name))
+                                 "classifiers and segmentation models".format(section, tensor.name))
             lines.append("  {")
             lines.append('    name: "{}"'.format(_quote(tensor.name)))
             lines.append("    data_type: {}".format(triton_type(tensor)))

@@ -194,10 +194,8 @@ def task_of(model):
     dynamic), ``classification`` for [N, classes] or [N, classes, 1, 1]; None when its rank is unknown."""
     if not model.graph.output or not has_shape(model.graph.output[0]):
         return None
-    dims = dims_of(model.graph.output[0])
-    if len(dims) == 4 and dims[2:] != [1, 1]:
-        return "segmentation"
-    return "classification" if len(dims) in (2, 4) else None
+    from trtkit.outputs import task_of_shape
+    return task_of_shape(dims_of(model.graph.output[0]))
 
 
 def check_task(model, task=None):

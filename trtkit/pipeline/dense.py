@@ -78,9 +78,7 @@ class DenseComparison(object):
 
     def decide(self, outputs):
         """The decision map (N, H, W) int64 of ``outputs`` (N, C, H, W)."""
-        n, c, h, w = outputs.shape
-        flat = np.moveaxis(outputs, 1, -1).reshape(-1, c)
-        return self.kind.decide(flat).reshape(n, h, w)
+        return self.kind.decide_maps(outputs)
 
     def update(self, outputs, reference, masks=None):
         outputs = np.asarray(outputs, dtype=np.float32)

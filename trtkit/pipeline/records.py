@@ -205,3 +205,8 @@ class Manifest(Record):
     def output_kind(self):
         """The model's output kind name (``trtkit.outputs``): logits for manifests that predate it."""
         return (self.model or {}).get("output_kind", "logits")
+
+    @property
+    def task(self):
+        """What the model does: ``classification`` (also for manifests that predate the task) or ``segmentation``."""
+        return (self.model or {}).get("task") or "classification"

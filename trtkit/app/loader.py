@@ -1,0 +1,32 @@
+"""``trtkit.load(path)``: the artifact a path means, loaded as the kind of model it is.
+
+A classification build gives a ``Classifier`` (``predict`` -> top classes), a
+segmentation build a ``Segmenter`` (``predict`` -> class-index masks at each
+image's own size); both are ``model.LoadedModel``s. Which one is the target's
+task (``locate``: the manifest's ``model.task``, else the artifact's output shape).
+
+This module is imported by ``import trtkit``: it needs only numpy at import time.
+"""
+
+
+def load(path, precision=None, backend=None, batch_size=None):
+    """Load a built artifact for inference: ``path`` is a build folder, its manifest.json, or one artifact.
+
+    From a build: ``precision``'s artifact, else the manifest's chosen one, else the fastest that passed
+    verification. ``backend`` restricts the choice to that runtime (for a lone artifact: the one to run it with).
+    ``batch_size``: the most images per run (kept inside the artifact's batch range; default 32).
+    Returns a ``Classifier`` for a classification model, a ``Segmenter`` for a segmentation one (its runner
+    already loaded). InputError for a missing path, a folder without a manifest, a precision the build does not
+    have.
+    """
+    from trtkit.app.locate import locate
+    return open_target(locate(path, precision, backend), batch_size)
+
+
+def open_target(target, batch_size=None):
+    """The loaded model of a ``locate.Target``: a Classifier or a Segmenter, by the target's task."""
+    if target.task == "segmentation":
+        from trtkit.app.segmenter import Segmenter
+        return Segmenter.open(target, batch_size)
+    from trtkit.app.classifier import Classifier
+    return Classifier.open(target, batch_size)
