@@ -97,6 +97,11 @@ def test_precision_auto_searches_a_segmentation_model_by_pixel_agreement_and_mio
     chosen = [a for a in manifest["artifacts"] if a["name"] == manifest["selection"]["chosen"]][0]
     assert chosen["status"] == "ok" and manifest["search"]["metric"] == "accuracy"
     assert chosen["verify"]["reference_miou"] - chosen["verify"]["miou"] <= 0.01
+    # the budget reads as mIoU everywhere; the per-layer sensitivity ran only if plain INT8 missed the budget
+    search, selection = manifest["search"], manifest["selection"]
+    report = open(os.path.join(result.dir, "lraspp_mobilenet_v3_large.sensitivity.md")).read()
+    assert selection["metric_label"] == "mIoU" and "points of mIoU" in report and "top-1" not in report
+    assert (search["layers"] == 0) == (search["best_drop"] <= selection["max_drop"]), search
     tune_figures = [a["tune"] for a in manifest["artifacts"] if a.get("tune")]
     assert all(0.9 < t["agreement"] <= 1.0 and 0.8 < t["accuracy"] <= 1.0 for t in tune_figures), tune_figures
     from trtkit.contract import InputContract

@@ -392,13 +392,14 @@ def _select(state, manifest, search):
     """Choose among the verified, timed candidates; write the selection and the search's reports."""
     from trtkit.search.report import write_reports
     from trtkit.search.select import choose
-    from trtkit.search.select import budget_metric
+    from trtkit.search.select import budget_metric, metric_label
     fp32 = [a for a in manifest["artifacts"] if a["precision"] == "fp32" and a.get("verify")]
     reference_accuracy = fp32[0]["verify"].get("reference_accuracy") if fp32 else None
     metric, warning = budget_metric(state.labels_usable, reference_accuracy, state.source.num_classes)
     if warning:
         log.warn("auto: " + warning)
-    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric)
+    dense = manifest.get("model", {}).get("task") == "segmentation"
+    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric, metric_label(metric, dense))
     manifest["selection"] = selection
     search = dict(search)
     search["reports"] = write_reports(state.folder.staging, state.name, search, selection)

@@ -2,8 +2,8 @@
 
 Each INT8 candidate is calibrated once (statistics are shared and cached, so a
 second method only recomputes ranges) and scored on the tune split. The best
-method's ranges rank the layers (``sensitivity``); when plain INT8 loses more
-than the budget on the tune split, the mixed variant keeps the k most
+method's ranges rank the layers (``sensitivity``, measured only when plain INT8 loses more
+than the budget on the tune split: it costs one evaluation per layer); then the mixed variant keeps the k most
 sensitive layers in float, with k the smallest that meets the budget
 (bisection: the drop falls as k grows). For TensorRT a twin keeps those layers
 in FP16 (its fast float); the FP32-kept one stays a candidate, so FP32 is
@@ -31,10 +31,17 @@ def make_candidates(maker, config, kind=None, task=None):
         candidates.append(candidate)
         if best is None or candidate.tune["drop"] < best.tune["drop"]:
             best = candidate
-    table = layer_sensitivity(maker, best.calibration.result.ranges, tune, reference)
+    needed = best.tune["drop"] > config.max_drop
+    # one tune-split evaluation per layer: on a large segmentation model that is most of the search, and it
+    # only serves the mixed variant, so it runs only when plain INT8 misses the budget
+    table = layer_sensitivity(maker, best.calibration.result.ranges, tune, reference) if needed else []
+    if not needed:
+        log.info("layer sensitivity: not needed, int8-{} loses {:.2f} points on the tune split (budget {:g})".format(
+            best.calibration.method, best.tune["drop"], config.max_drop))
     record = {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
-              "best_method": best.calibration.method, "layers": len(table), "sensitivity": table}
-    if best.tune["drop"] > config.max_drop and table:
+              "best_method": best.calibration.method, "best_drop": best.tune["drop"], "layers": len(table),
+              "sensitivity": table}
+    if needed and table:
         mixed = _mixed(maker, best, table, tune, reference, config.max_drop)
         if mixed is not None:
             candidates.append(mixed)

@@ -26,10 +26,11 @@ def write_reports(out_dir, name, search, selection):
 
 
 def sensitivity_markdown(search, selection):
+    label = selection.get("metric_label", selection["metric"])
     lines = ["# Precision search", "",
-             "Budget: {:g} top-1 points of {} against FP32. Chosen: **{}**.".format(
-                 selection["max_drop"], selection["metric"], selection["chosen"]), "",
-             "| candidate | precision | {} | drop (points) | img/s | within budget |".format(selection["metric"]),
+             "Budget: {:g} points of {} against FP32. Chosen: **{}**.".format(
+                 selection["max_drop"], label, selection["chosen"]), "",
+             "| candidate | precision | {} | drop (points) | img/s | within budget |".format(label),
              "|---|---|---|---|---|---|"]
     for row in selection["candidates"]:
         value = row["accuracy"] if selection["metric"] == "accuracy" else row["agreement"]
@@ -40,9 +41,13 @@ def sensitivity_markdown(search, selection):
             "yes" if row["within_budget"] else "no"))
     lines += [""] + ["- " + note for note in selection.get("notes", [])]
     lines += ["", "## Layer sensitivity ({} INT8 ranges, {} tune images)".format(
-        search["best_method"], search["tune_images"]), "",
-        "Each layer alone in INT8, the rest in float; drop in top-1 {} points on the tune split.".format(
-            search["metric"]), "", "| rank | layer | op | drop |", "|---|---|---|---|"]
+        search["best_method"], search["tune_images"]), ""]
+    if not search["sensitivity"]:
+        lines.append("Not measured: int8-{} lost {:.2f} points on the tune split, within the budget, so no layer "
+                     "had to stay in float.".format(search["best_method"], search.get("best_drop", 0.0)))
+        return "\n".join(lines) + "\n"
+    lines += ["Each layer alone in INT8, the rest in float; drop in {} points on the tune split.".format(
+        label), "", "| rank | layer | op | drop |", "|---|---|---|---|"]
     for rank, row in enumerate(search["sensitivity"], 1):
         lines.append("| {} | {} | {} | {:.2f} |".format(rank, row["layer"], row["op"], row["drop"]))
     return "\n".join(lines) + "\n"
@@ -67,7 +72,7 @@ def chart(path, selection):
     ax.axhline(-selection["max_drop"], color="gray", linestyle="--", label="budget: -{:g} points".format(
         selection["max_drop"]))
     ax.set_xlabel("images/s")
-    ax.set_ylabel("top-1 {} change vs FP32 (points)".format(selection["metric"]))
+    ax.set_ylabel("{} change vs FP32 (points)".format(selection.get("metric_label", selection["metric"])))
     ax.set_title("precision search: chosen {}".format(selection["chosen"]))
     ax.legend(loc="lower left")
     ax.grid(alpha=0.3)

@@ -58,13 +58,23 @@ def budget_metric(labelled, reference_accuracy, num_classes):
     return "accuracy", None
 
 
+def metric_label(metric, dense=False):
+    """How ``metric`` reads in logs and reports: on a segmentation model "accuracy" is the mIoU against the
+    masks and "agreement" is per pixel."""
+    if dense:
+        return {"accuracy": "mIoU", "agreement": "pixel agreement"}.get(metric, metric)
+    return {"accuracy": "top-1 accuracy", "agreement": "top-1 agreement"}.get(metric, metric)
+
+
 # Candidates within this fraction of the fastest one's img/s are a tie: their interleaved medians differ by
 # less than a shared machine's noise, so the one that agrees best with FP32 is chosen among them.
 SPEED_TIE = 0.03
 
 
-def choose(records, max_drop, metric):
-    """The manifest's ``selection`` for built and verified ``records`` (each with ``throughput_ips``)."""
+def choose(records, max_drop, metric, label=None):
+    """The manifest's ``selection`` for built and verified ``records`` (each with ``throughput_ips``); ``label``
+    is how the metric reads (``metric_label``)."""
+    label = label or metric_label(metric)
     rows = []
     for record in records:
         drop = drop_of(record, metric)
@@ -98,7 +108,8 @@ def choose(records, max_drop, metric):
                          "backend".format(row["name"], row["throughput_ips"], fastest_float["name"],
                                           fastest_float["throughput_ips"]))
         elif is_quantized(row["precision"]) and not row["within_budget"] and row["drop"] is not None:
-            notes.append("{} loses {:.2f} points, over the budget of {:g}".format(row["name"], row["drop"], max_drop))
+            notes.append("{} loses {:.2f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
+                                                                             max_drop))
         elif row["within_budget"] and not row["passes_gate"]:
             notes.append("{} is within the budget but fails its verification gate (agreement {}), so it is not "
                          "chosen".format(row["name"], "-" if row["agreement"] is None else
@@ -106,5 +117,6 @@ def choose(records, max_drop, metric):
     for note in notes:
         log.info("auto: " + note)
     log.info("auto: chose {} ({:.1f} img/s, {} drop {:.2f} points, budget {:g})".format(
-        chosen["name"], chosen["throughput_ips"], metric, chosen["drop"], max_drop))
-    return {"chosen": chosen["name"], "max_drop": max_drop, "metric": metric, "candidates": rows, "notes": notes}
+        chosen["name"], chosen["throughput_ips"], label, chosen["drop"], max_drop))
+    return {"chosen": chosen["name"], "max_drop": max_drop, "metric": metric, "metric_label": label,
+            "candidates": rows, "notes": notes}
