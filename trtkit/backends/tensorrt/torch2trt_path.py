@@ -17,6 +17,7 @@ from trtkit.backends.tensorrt.sidecar import make_sidecar, write_sidecar
 from trtkit.deps import require
 from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.fileio import write_bytes
+from trtkit.models.placement import on_device
 
 
 def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibration=None):
@@ -34,8 +35,6 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
         raise DeviceUnavailable("torch2trt converts on a CUDA GPU and none is usable here")
     low, opt, high = options.profile(inputs.default_batch)
     contract = inputs.contract
-    model = inputs.torch_model.eval().cuda()
-    example = torch.zeros((opt,) + contract.shape, device="cuda")
     kwargs = {"fp16_mode": precision in ("fp16", "int8"), "max_batch_size": high}
     if options.workspace_mib:
         kwargs["max_workspace_size"] = int(options.workspace_mib * (1 << 20))
@@ -46,8 +45,7 @@ def build_with_torch2trt(flavour, precision, out_path, inputs, options, calibrat
         kwargs["int8_calib_dataset"] = [[torch.from_numpy(chunk).cuda()]
                                         for chunk in calibration_batches(calibration.image_array(), opt)]
     start = time.time()
-    with torch.no_grad():
-        module = converter.torch2trt(model, [example], **kwargs)
+    module = convert(converter.torch2trt, inputs.torch_model, (opt,) + contract.shape, kwargs, "cuda")
     engine = module.engine
     write_bytes(out_path, engine.serialize())
     seconds = time.time() - start
@@ -74,3 +72,15 @@ def calibration_batches(images, batch):
         raise InputError("{} calibration images are fewer than one batch of {}".format(len(images), batch),
                          hint="use more --calib-images or a smaller --batch OPT")
     return [np.ascontiguousarray(images[start:stop], dtype=np.float32) for start, stop in spans]
+
+
+def convert(torch2trt, model, example_shape, kwargs, device="cuda"):
+    """``torch2trt(model, [example], **kwargs)`` with the model lent on ``device`` in eval mode.
+
+    The caller's model is the build's PyTorch reference: the verification that
+    follows runs it where it was (the CPU). ``on_device`` gives it back on its
+    own device and in its own mode, also when the conversion fails.
+    """
+    torch = require("torch")
+    with on_device(model, device) as placed, torch.no_grad():
+        return torch2trt(placed, [torch.zeros(tuple(example_shape), device=device)], **kwargs)
