@@ -21,7 +21,8 @@ items that torch2trt's ``DatasetCalibrator`` relies on, citing its source (githu
 import numpy as np
 import pytest
 
-from trtkit.backends.tensorrt.torch2trt_path import convert
+from trtkit.backends.tensorrt.torch2trt_path import calibration_dataset, convert, copies_per_image
+from trtkit.errors import InputError
 from trtkit.models.placement import on_device
 
 torch = pytest.importorskip("torch")
@@ -90,3 +91,49 @@ def test_convert_leaves_the_reference_model_where_it_was_for_the_verification_af
     with torch.no_grad():  # the build's verification runs the reference on the CPU: it still can
         assert torch.equal(model(batch), expected)
 
+
+def test_torch2trt_040_items_are_single_images_and_the_batch_size_is_the_networks_batch():
+    images = np.arange(21 * 3 * 2 * 2, dtype=np.float32).reshape(21, 3, 2, 2)
+    items, extra = calibration_dataset(images, 8, per_image=True)
+    example = (8, 3, 2, 2)  # the network input: the example convert() gives torch2trt, (OPT, C, H, W)
+    batch_size = extra["int8_calib_batch_size"]
+    buffer_shape = (batch_size,) + example[1:]  # DatasetCalibrator's buffer: (batch_size,) + input.shape[1:]
+    assert buffer_shape == example  # TensorRT reads one whole network input from the buffer's pointer
+    assert len(items) % batch_size == 0  # else count % len(dataset) wraps around and repeats images
+    for item in items:
+        assert isinstance(item, (list, tuple)) and len(item) == 1  # zipped with the buffers: one per input
+        # buffer[i].copy_(tensor): the item is exactly one image of the buffer's row (a whole batch cannot be
+        # copied into a row; a smaller shape would silently broadcast)
+        assert item[0].shape == buffer_shape[1:] and item[0].dtype == np.float32
+    assert np.array_equal(np.stack([item[0] for item in items]), images[:16])  # in order, whole batches only
+
+
+def test_torch2trt_050_items_are_whole_opt_batches_with_no_batch_size_keyword():
+    images = np.arange(21 * 3 * 2 * 2, dtype=np.float32).reshape(21, 3, 2, 2)
+    items, extra = calibration_dataset(images, 8, per_image=False)
+    assert extra == {}  # get_batch_size() is 1 and 0.5 has no int8_calib_batch_size
+    for item in items:  # each item's data_ptr() is read as one OPT batch (the calibration profile's OPT)
+        assert len(item) == 1 and item[0].shape == (8, 3, 2, 2) and item[0].flags["C_CONTIGUOUS"]
+    assert np.array_equal(np.concatenate([item[0] for item in items]), images[:16])
+    with pytest.raises(InputError, match="fewer than one batch of 32"):
+        calibration_dataset(images, 32, per_image=True)
+
+
+def test_the_calibrator_design_is_read_from_torch2trts_signature():
+    # the parameters of torch2trt.torch2trt in v0.4.0 and v0.5.0 (their torch2trt/torch2trt.py)
+    def torch2trt_040(module, inputs, input_names=None, output_names=None, log_level=None, max_batch_size=1,
+                      fp16_mode=False, max_workspace_size=1 << 25, strict_type_constraints=False, keep_network=True,
+                      int8_mode=False, int8_calib_dataset=None, int8_calib_algorithm=None, int8_calib_batch_size=1,
+                      use_onnx=False, default_device_type=None, dla_core=0, gpu_fallback=True, device_types={},
+                      **kwargs):
+        pass
+
+    def torch2trt_050(module, inputs, input_names=None, output_names=None, log_level=None, fp16_mode=False,
+                      max_workspace_size=1 << 25, strict_type_constraints=False, keep_network=True, int8_mode=False,
+                      int8_calib_dataset=None, int8_calib_algorithm=None, use_onnx=False, default_device_type=None,
+                      dla_core=0, gpu_fallback=True, device_types={}, min_shapes=None, max_shapes=None,
+                      opt_shapes=None, onnx_opset=None, max_batch_size=None, avg_timing_iterations=None, **kwargs):
+        pass
+
+    assert copies_per_image(torch2trt_040) is True
+    assert copies_per_image(torch2trt_050) is False
