@@ -6,6 +6,7 @@ import pytest
 
 from trtkit.backends.tensorrt import gpu
 from trtkit.bench import device
+from trtkit.deps import available
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "jetson")
 
@@ -112,3 +113,28 @@ def test_this_machine_record_is_complete():
     assert rec["cpu"]["usable_cores"] >= 1 and rec["cpu"]["model"]
     assert rec["software"]["numpy"] and rec["slug"]
     assert "CPU" in device.describe(rec)
+
+
+@pytest.mark.skipif(not available("tensorrt_rtx"), reason="TensorRT-RTX is not installed here")
+def test_the_record_says_how_tensorrt_rtx_was_installed_and_its_library_version():
+    """Read for real from this machine's installed wheels (tensorrt_rtx_cu12 and its -bindings/-libs)."""
+    import tensorrt_rtx
+    rec = device.device_record(import_torch=False)
+    rtx = rec["software"]["tensorrt_rtx_install"]
+    assert rtx["package"] in ("tensorrt-rtx-cu12", "tensorrt-rtx-cu13") and rtx["cuda"] == rtx["package"][-2:]
+    assert rtx["module"] == tensorrt_rtx.__version__ and rtx["libs"] and rtx["bindings"]
+    assert rec["software"]["tensorrt_rtx"] == rtx["version"]
+    assert "({}, library {})".format(rtx["package"], tensorrt_rtx.__version__) in device.describe(rec)
+
+
+def test_the_cuda_flavour_of_tensorrt_rtx_comes_from_the_package_names():
+    cu13 = {"tensorrt_rtx_cu13": "1.8.0.10", "tensorrt-rtx-cu13-bindings": "1.8.0.10",
+            "tensorrt_rtx_cu13_libs": "1.8.0.9", "numpy": "2.1.0"}
+    assert device.rtx_install(cu13, "1.8.0.10") == {
+        "package": "tensorrt-rtx-cu13", "cuda": "13", "version": "1.8.0.10", "bindings": "1.8.0.10",
+        "libs": "1.8.0.9", "module": "1.8.0.10", "others": []}
+    both = dict(cu13, **{"tensorrt_rtx_cu12_libs": "1.7.1.116"})  # a leftover of another flavour is named
+    assert device.rtx_install(both)["package"] == "tensorrt-rtx-cu13"
+    assert device.rtx_install(both)["others"] == ["tensorrt-rtx-cu12"]
+    assert device.rtx_install({"tensorrt_rtx_cu12_bindings": "1.7.1.116"})["version"] == "1.7.1.116"
+    assert device.rtx_install({"tensorrt": "10.3.0", "tensorrt-cu12": "10.3.0"}) is None

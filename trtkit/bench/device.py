@@ -3,7 +3,8 @@
 A figure without its device is useless: on a Jetson the power mode and
 ``jetson_clocks`` change results several-fold, and TensorRT/driver versions
 change them again. ``device_record()`` gathers CPU, GPU, driver, CUDA and the
-runtime versions; on a Jetson also the module (device tree), the L4T release
+runtime versions (TensorRT-RTX with the wheel it came from, ``tensorrt-rtx-cu12`` or ``-cu13``, and the
+version of the library actually imported); on a Jetson also the module (device tree), the L4T release
 (``/etc/nv_tegra_release``), the power mode (``nvpmodel -q``) and whether the
 clocks are locked (``jetson_clocks --show``, else cpufreq in sysfs).
 
@@ -233,7 +234,9 @@ def software_record(import_torch=True):
         except Exception:
             pass
     record["tensorrt"] = _dist_version("tensorrt") or _dist_version("tensorrt-cu12") or _module_version("tensorrt")
-    record["tensorrt_rtx"] = _dist_version("tensorrt-rtx-cu12") or _dist_version("tensorrt-rtx")
+    rtx = rtx_install(installed_distributions("tensorrt"), _rtx_module_version())
+    record["tensorrt_rtx"] = rtx["version"] if rtx else None
+    record["tensorrt_rtx_install"] = rtx
     record["torch"] = None
     if import_torch:
         try:
@@ -246,6 +249,69 @@ def software_record(import_torch=True):
         except Exception:
             pass
     return record
+
+
+def installed_distributions(containing=""):
+    """{distribution name: version} of the installed distributions whose name contains ``containing``.
+
+    importlib.metadata where it exists (Python 3.8+), else pkg_resources (Python 3.6/3.7, Jetson Nano).
+    """
+    found = {}
+    try:
+        from importlib import metadata  # novermin (Python 3.8+; guarded, 3.6 falls back below)
+        for dist in metadata.distributions():
+            name = dist.metadata["Name"]
+            if name and containing in name.lower():
+                found[name] = dist.version
+        return found
+    except ImportError:
+        pass
+    try:
+        import pkg_resources
+        for dist in pkg_resources.working_set:
+            if containing in dist.project_name.lower():
+                found[dist.project_name] = dist.version
+    except Exception:
+        pass
+    return found
+
+
+def _normal(name):
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: tensorrt_rtx_cu12 == tensorrt-rtx-cu12
+
+
+def rtx_install(distributions, module_version=None):
+    """How TensorRT-RTX's Python bindings were installed, from ``installed_distributions()``: {"package" (e.g.
+    "tensorrt-rtx-cu12"), "cuda" ("12", "13"; None for an unsuffixed package), "version" (the package's),
+    "bindings", "libs" (the versions of its -bindings and -libs parts), "module" (``tensorrt_rtx.__version__``,
+    the library actually imported), "others" (any further TensorRT-RTX packages: two CUDA flavours at once)}
+    or None when none is installed. NVIDIA's wheels: ``tensorrt-rtx-cu12`` (or ``-cu13``) requires
+    ``tensorrt-rtx-cuNN-bindings`` and ``tensorrt-rtx-cuNN-libs``.
+    """
+    parts = {}
+    for name, version in distributions.items():
+        match = re.match(r"^tensorrt-rtx(?:-cu(\d+))?(?:-(bindings|libs))?$", _normal(name))
+        if match:
+            parts.setdefault(match.group(1), {})[match.group(2) or "version"] = version
+    if not parts:
+        return None
+    flavours = sorted(parts, key=lambda cuda: ("version" not in parts[cuda], -int(cuda or 0)))
+    cuda = flavours[0]
+    found = parts[cuda]
+    return {"package": "tensorrt-rtx" + ("-cu" + cuda if cuda else ""), "cuda": cuda,
+            "version": found.get("version") or found.get("bindings") or found.get("libs"),
+            "bindings": found.get("bindings"), "libs": found.get("libs"), "module": module_version,
+            "others": ["tensorrt-rtx" + ("-cu" + c if c else "") for c in flavours[1:]]}
+
+
+def _rtx_module_version():
+    """``tensorrt_rtx.__version__`` (else its bindings module's), None when neither imports."""
+    for name in ("tensorrt_rtx", "tensorrt_rtx_bindings"):
+        try:
+            return str(getattr(__import__(name), "__version__"))
+        except Exception:  # not installed, or its CUDA libraries are missing
+            continue
+    return None
 
 
 def _module_version(name):
@@ -327,6 +393,9 @@ def describe(record):
                                                           cpu.get("logical_cores")))
     sw = record.get("software", {})
     versions = ["{} {}".format(k, sw[k]) for k in ("torch", "onnxruntime", "tensorrt", "tensorrt_rtx") if sw.get(k)]
+    rtx = sw.get("tensorrt_rtx_install")
+    if rtx and sw.get("tensorrt_rtx"):
+        versions[-1] += " ({}, library {})".format(rtx["package"], rtx.get("module") or rtx.get("libs") or "?")
     if sw.get("torch_cuda"):
         versions.append("CUDA {}".format(sw["torch_cuda"]))
     return "; ".join(parts + [", ".join(versions)])

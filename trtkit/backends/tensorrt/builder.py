@@ -225,7 +225,11 @@ def _build_engine(flavour, onnx_path, precision, out_path, inputs, calibration):
     if flavour != "tensorrt-rtx":  # TensorRT-RTX: timing cache operations are no-ops (deprecated in 1.2)
         cache_path = timing_cache_path(options, flavour, version, gpu)
         cache_reused = _timing_cache(config, cache_path)
-    serialized = builder.build_serialized_network(network, config)
+    try:
+        serialized = builder.build_serialized_network(network, config)
+    finally:
+        if calibrator is not None:
+            calibrator.close()  # synchronize, then free its batch buffer
     if calibrator is not None:
         calibrator.raise_if_failed()
     if serialized is None:

@@ -131,6 +131,18 @@ class CalibrationFeed(object):
             except BaseException as exc:
                 self.error = exc
 
+    def close(self):
+        """After the build: wait for the stream, then free the batch buffer and close the device (that order:
+        a buffer freed while a copy into it is queued is memory the GPU still writes)."""
+        device, self.device = self.device, None
+        if device is None:
+            return
+        try:
+            device.synchronize()
+        finally:
+            self.buffer = None
+            device.close()
+
     def raise_if_failed(self):
         """Re-raise what went wrong inside TensorRT's callbacks, now that the build returned."""
         if self.error is not None:
@@ -177,5 +189,8 @@ def make_calibrator(trt, network, batch, calibration=None, cache_path=None):
 
         def raise_if_failed(self):
             feed.raise_if_failed()
+
+        def close(self):
+            feed.close()
 
     return Calibrator()

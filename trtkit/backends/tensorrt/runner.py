@@ -105,13 +105,24 @@ class TensorRTRunner(Runner):
                 self._profiles[name] = api.profile_shape(self.engine, name, index)
 
     def _deactivate(self):
-        self._buffers = {}
-        self.context = None
-        self.engine = None
-        self.runtime = None
-        if self._memory is not None:
-            self._memory.close()
-        self._memory = None
+        """Wait for the stream, then free: copies and the engine queued on it may still use the buffers.
+
+        Freeing first hands memory back (torch's caching allocator, cuMemFree) while the GPU still
+        reads or writes it. The buffers go before the engine and the device's own ``close`` (which
+        pops pycuda's context, needed to free pycuda memory).
+        """
+        memory = self._memory
+        try:
+            if memory is not None:
+                memory.synchronize()
+        finally:
+            self._buffers = {}
+            self.context = None
+            self.engine = None
+            self.runtime = None
+            self._memory = None
+            if memory is not None:
+                memory.close()
 
     def describe(self):
         """The base record plus which TensorRT ran it, how its kernels were specialized and the I/O memory."""
@@ -218,6 +229,8 @@ class TensorRTRunner(Runner):
     def _buffers_for(self, input_shape):
         key = tuple(input_shape)
         if key not in self._buffers:
+            if self._buffers:  # the previous shape's buffers may still feed queued work (``run_staged``)
+                self._memory.synchronize()
             self._buffers = {}  # one shape at a time keeps GPU memory bounded
             buffers = {}
             for index, (n, is_input, _, t) in enumerate(self._io):
