@@ -7,6 +7,15 @@ in the project's TRT_NOTES); ``tests/test_tensorrt_api.py`` scans this package
 with ``ast`` and checks that each attribute it touches exists in every API style
 that can reach that line, and checks the "rtx" column against the real
 ``tensorrt_rtx`` module.
+
+``docs/tensorrt-api.md`` is the same knowledge for people: one row per
+version-dependent operation, what 8.2, 8.6, 10.x, 11.x and TensorRT-RTX call,
+the function here that bridges it, and the NVIDIA page or binding source of each
+cell. ``tests/test_tensorrt_api_table.py`` keeps the two in step: every function
+here that tests an attribute is in the table, every function the table names
+exists, the table agrees with ``API_TABLE`` and (its RTX column) with the
+installed ``tensorrt_rtx``, and no module outside this one touches an attribute
+the table lists.
 """
 
 import importlib
@@ -28,7 +37,8 @@ API_TABLE = {
     "__version__": ("module", ALL), "Logger": ("module", ALL), "Builder": ("module", ALL),
     "Runtime": ("module", ALL), "OnnxParser": ("module", ALL), "BuilderFlag": ("module", ALL),
     "NetworkDefinitionCreationFlag": ("module", ALL), "MemoryPoolType": ("module", _FROM_85),
-    "IInt8EntropyCalibrator2": ("module", _TO_10), "DeviceType": ("module", ALL),
+    "IInt8EntropyCalibrator2": ("module", _TO_10), "IInt8EntropyCalibrator": ("module", _TO_10),
+    "IInt8MinMaxCalibrator": ("module", _TO_10), "DeviceType": ("module", ALL),
     "ComputeCapability": ("module", ("rtx",)), "__members__": ("ComputeCapability", ("rtx",)),
     "DataType": ("module", ALL),
     "TensorIOMode": ("module", _FROM_85),
@@ -172,6 +182,20 @@ def supports_calibrator(trt):
     return has(trt, "IInt8EntropyCalibrator2")
 
 
+# the calibrator base classes trtkit derives from (chosen by a cache's header: calibrator.calibrator_class_name);
+# in the bindings of release/8.2 .. release/10.16 (python/src/infer/pyInt8.cpp), gone in 11.x (no pyInt8.cpp) and
+# in TensorRT-RTX (docs/tensorrt-api.md, "INT8 calibrator")
+CALIBRATOR_BASES = ("IInt8EntropyCalibrator2", "IInt8EntropyCalibrator", "IInt8MinMaxCalibrator")
+
+
+def calibrator_base(trt, class_name):
+    """The TensorRT calibrator class ``class_name`` to derive from; InputError where it was removed (11.x, RTX)."""
+    if class_name not in CALIBRATOR_BASES or not has(trt, class_name):
+        raise InputError("TensorRT {} has no {} (INT8 calibrators were removed)".format(trt.__version__, class_name),
+                         hint="use the Q/DQ INT8 path (the default)")
+    return getattr(trt, class_name)
+
+
 def set_calibrator(config, calibrator, profile=None):
     """Implicit INT8 (TensorRT <= 10); with a dynamic batch the calibration runs at the profile's OPT shape."""
     if not has(config, "int8_calibrator"):
@@ -197,6 +221,41 @@ def set_compute_capabilities(trt, config, targets):
     config.num_compute_capabilities = len(members)
     for index, member in enumerate(members):
         config.set_compute_capability(member, index)
+
+
+def build_serialized(builder, network, config):
+    """The serialized engine (IHostMemory), or None when TensorRT refuses (its logger says why).
+
+    ``Builder.build_serialized_network`` is in every version trtkit supports;
+    ``build_engine`` (deprecated since 8.0) is gone from 10.0, so it is never called.
+    """
+    return builder.build_serialized_network(network, config)
+
+
+def timing_cache_works(trt):
+    """False on TensorRT-RTX, whose timing cache calls are no-ops (deprecated in 1.2) that force a GPU query
+    during ahead-of-time builds, so a CPU-only build would fail. Source:
+    https://docs.nvidia.com/deeplearning/tensorrt-rtx/latest/inference-library/timing-cache-migration.html"""
+    return not has(trt, "ComputeCapability")
+
+
+def set_timing_cache(trt, config, data):
+    """Give the builder a timing cache read from ``data`` (b"" for a new one); False where none is used (RTX)."""
+    if not timing_cache_works(trt):
+        return False
+    cache = config.create_timing_cache(data)
+    config.set_timing_cache(cache, False)
+    return True
+
+
+def timing_cache_bytes(config):
+    """The builder's timing cache serialized (an IHostMemory buffer), after a build that used ``set_timing_cache``."""
+    return config.get_timing_cache().serialize()
+
+
+def flavour_name(trt):
+    """"TensorRT-RTX" for the tensorrt_rtx module (the only one with ``ComputeCapability``), else "TensorRT"."""
+    return "TensorRT-RTX" if has(trt, "ComputeCapability") else "TensorRT"
 
 
 def set_dla(trt, builder, config, core):

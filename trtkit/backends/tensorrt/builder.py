@@ -157,13 +157,13 @@ def refusal_hint(said):
     return "the reason is TensorRT's own; --verbose shows its other messages"
 
 
-def _timing_cache(config, path):
+def _timing_cache(trt, config, path):
+    """Whether the cache file existed (was reused); the cache itself is set by ``api.set_timing_cache``."""
     data = b""
     if os.path.isfile(path):
         with open(path, "rb") as handle:
             data = handle.read()
-    cache = config.create_timing_cache(data)
-    config.set_timing_cache(cache, False)
+    api.set_timing_cache(trt, config, data)
     return bool(data)
 
 
@@ -222,11 +222,11 @@ def _build_engine(flavour, onnx_path, precision, out_path, inputs, calibration):
         calibrator = make_calibrator(trt, network, batch, calibration, options.calib_cache)
         api.set_calibrator(config, calibrator, trt_profile)
     cache_path, cache_reused = None, False
-    if flavour != "tensorrt-rtx":  # TensorRT-RTX: timing cache operations are no-ops (deprecated in 1.2)
+    if api.timing_cache_works(trt):  # not on TensorRT-RTX (no-ops that need a GPU: see the function)
         cache_path = timing_cache_path(options, flavour, version, gpu)
-        cache_reused = _timing_cache(config, cache_path)
+        cache_reused = _timing_cache(trt, config, cache_path)
     try:
-        serialized = builder.build_serialized_network(network, config)
+        serialized = api.build_serialized(builder, network, config)
     finally:
         if calibrator is not None:
             calibrator.close()  # synchronize, then free its batch buffer
@@ -240,7 +240,7 @@ def _build_engine(flavour, onnx_path, precision, out_path, inputs, calibration):
         raise error
     write_bytes(out_path, serialized)
     if cache_path:
-        write_bytes(cache_path, config.get_timing_cache().serialize())
+        write_bytes(cache_path, api.timing_cache_bytes(config))
     seconds = time.time() - start
     net_inputs, net_outputs = api.network_io(network)
     io = [(n, True, s, api.dtype_name(trt, d)) for n, s, d in net_inputs]

@@ -162,13 +162,9 @@ def make_calibrator(trt, network, batch, calibration=None, cache_path=None):
     from trtkit.backends.tensorrt import api
     if calibration is not None and not cache_path:
         cache_path = calibration.trt_cache
-    class_name = calibrator_class_name(cache_path)
-    if not api.has(trt, class_name):
-        raise InputError("TensorRT {} has no {} (INT8 calibrators were removed)".format(trt.__version__, class_name),
-                         hint="use the Q/DQ INT8 path (the default)")
+    base = api.calibrator_base(trt, calibrator_class_name(cache_path))  # InputError on 11.x / RTX
     images = calibration.image_array() if calibration is not None else None
     feed = CalibrationFeed(images, batch, cache_path, network.get_input(0).name)
-    base = getattr(trt, class_name)
 
     class Calibrator(base):
         def __init__(self):

@@ -45,7 +45,7 @@ def capturing_logger(trt, messages, forward=False):
     ``KEEP_AT_MOST``) and routes each message through trtkit's log (``route``)."""
     if not api.has(trt, "ILogger"):
         return trt.Logger(trt.Logger.WARNING)
-    flavour_name = "TensorRT" if not api.has(trt, "ComputeCapability") else "TensorRT-RTX"
+    flavour_name = api.flavour_name(trt)
 
     class CapturingLogger(trt.ILogger):
         def __init__(self):
