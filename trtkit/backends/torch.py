@@ -6,8 +6,11 @@ in one of four modes users compare with:
 
 - ``fp32``: eager FP32, the reference the speed-up column divides by;
 - ``half``: ``model.half()`` with BatchNorm layers kept FP32 (the classic GPU recipe);
-- ``autocast``: ``torch.autocast``, FP16 on CUDA, BF16 on CPU;
-- ``channels_last``: FP32 with NHWC memory format;
+- ``autocast``: ``torch.autocast`` (AMP), FP16 on CUDA, BF16 on CPU;
+- ``channels_last``: FP32 with NHWC memory format (on CUDA every mode is);
+
+Every mode is prepared by ``torch_baseline`` (cudnn.benchmark on, channels_last on CUDA): the best plain
+PyTorch a user would write, so the speed-ups quoted against it are not inflated.
 - ``compile``: FP32 through ``torch.compile`` (torch 2+; on CUDA it needs
   triton). Each new batch size compiles again, so give it a long warm-up.
 
@@ -25,6 +28,8 @@ import os
 import numpy as np
 
 from trtkit.backends.base import Runner, TensorSpec
+from trtkit.backends.torch_baseline import _keep_batchnorm_fp32  # noqa: F401 (kept importable from here)
+from trtkit.backends.torch_baseline import autocast_dtype, prepare_input, prepare_model
 from trtkit.bf16 import cpu_bf16_native
 from trtkit.deps import available, require
 from trtkit.errors import DeviceUnavailable, InputError
@@ -66,13 +71,6 @@ def mode_support(mode, device):
         if device == "cuda" and not available("triton"):
             return False, "torch.compile on CUDA needs triton, which does not import here (pip install triton)"
     return True, "torch {} on {}".format(torch.__version__, device)
-
-
-def _keep_batchnorm_fp32(torch, model):
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
-            module.float()
-    return model
 
 
 class TorchRunner(Runner):
@@ -120,19 +118,8 @@ class TorchRunner(Runner):
         self.contract = model.input_contract
         self.num_classes = model.num_classes
         model = model.to(self.device).eval()
-        self._dtype = torch.float32
-        self._memory_format = None
-        if self.mode == "half":
-            model = _keep_batchnorm_fp32(torch, model.half())
-            self._dtype = torch.float16
-        elif self.mode == "channels_last":
-            self._memory_format = torch.channels_last
-            model = model.to(memory_format=torch.channels_last)
-        elif self.mode == "compile":
-            model = torch.compile(model)
-        self.model = model
-        self._autocast_dtype = (torch.float16 if self.device == "cuda" else torch.bfloat16) \
-            if self.mode == "autocast" else None
+        self.model = prepare_model(torch, model, self.mode, self.device)
+        self._autocast_dtype = autocast_dtype(torch, self.mode, self.device)
 
     def _deactivate(self):
         self.model = None
@@ -153,11 +140,7 @@ class TorchRunner(Runner):
         if not self.active:
             self.activate()
         x = self.torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float32)).to(self.device)
-        if self._dtype is not self.torch.float32:
-            x = x.to(self._dtype)
-        if self._memory_format is not None:
-            x = x.contiguous(memory_format=self._memory_format)
-        return x
+        return prepare_input(self.torch, x, self.mode, self.device)
 
     def run_staged(self, x):
         """Forward pass on a staged batch; returns the device tensor (no copy, no sync)."""

@@ -28,8 +28,17 @@ def add_speedups(rows):
     return rows
 
 
-def run_matrix(variants, images, options, device=None, progress_label="benchmarking"):
-    """Measure every variant; returns {"device", "options", "results", "seconds"} (JSON-ready)."""
+def plain_row(row):
+    """A measured row as JSON can hold it: the raw samples (``_stats``) left out, figures kept."""
+    return dict((k, v) for k, v in row.items() if k != "_stats")
+
+
+def run_matrix(variants, images, options, device=None, progress_label="benchmarking", on_rows=None):
+    """Measure every variant; returns {"device", "options", "results", "seconds"} (JSON-ready).
+
+    ``on_rows(rows)`` (optional) gets the rows measured so far in the current pass (JSON-ready, without
+    their raw samples) each time one more is complete: gpu_check saves them, so a step stopped at its
+    time limit keeps every row done."""
     from trtkit.bench.device import device_record
     from trtkit.log import Progress
     start = time.time()
@@ -41,7 +50,15 @@ def run_matrix(variants, images, options, device=None, progress_label="benchmark
     with affinity.pinned(options.threads, options.pin) as cores:
         with Progress(progress_label, total=cells * options.repeats, unit="cells") as bar:
             def measure_pass():
-                return [row for variant in ordered for row in benchmark_variant(variant, images, part, reference, bar)]
+                done = []
+
+                def on_row(row):
+                    done.append(row)
+                    on_rows([plain_row(r) for r in done])
+
+                keep = on_row if on_rows is not None else None
+                return [row for variant in ordered
+                        for row in benchmark_variant(variant, images, part, reference, bar, on_row=keep)]
 
             def grow_bar():
                 bar.total += cells

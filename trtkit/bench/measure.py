@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 from trtkit import log
+from trtkit.bench.agreement import compare_outputs
 from trtkit.bench.timing import HostTimer, make_batch, measure_latency, measure_throughput
 from trtkit.errors import DeviceUnavailable, TrtkitError
 
@@ -140,11 +141,15 @@ def _set_agreement(variant, runner, images, options, reference, base):
     elif reference.get("logits") is not None:
         logits = agreement_logits(runner, images[:options.agree_images])
         variant.agreement = float(np.mean(logits.argmax(1) == reference["logits"].argmax(1)))
+        # max |diff| and top-1 against the eager logits, judged by the variant's precision's tolerance
+        base["check"] = compare_outputs(reference["logits"], logits, variant.precision)
     base["agreement"] = variant.agreement
 
 
-def benchmark_variant(variant, images, options, reference=None, progress=None):
-    """Rows (one per batch size) for one variant; a variant that cannot run gives one skipped row."""
+def benchmark_variant(variant, images, options, reference=None, progress=None, on_row=None):
+    """Rows (one per batch size) for one variant; a variant that cannot run gives one skipped row.
+    ``on_row(row)`` (optional) is called with each row as soon as it is complete, so a caller that is
+    stopped part-way (gpu_check's time limit) keeps what was measured."""
     base = {"model": variant.model, "variant": variant.label, "backend": variant.backend,
             "precision": variant.precision, "torch_mode": variant.mode, "path": variant.path,
             "agreement": variant.agreement, "threads": options.threads}
@@ -154,15 +159,20 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
         if progress:
             progress.update(count, postfix=postfix)
 
+    def finished(row):
+        if on_row is not None:
+            on_row(row)
+        return row
+
     if variant.skip_reason:
         tick(len(sizes), "{}: skipped".format(variant.label))
-        return [dict(base, status="skipped", reason=variant.skip_reason, batch=None)]
+        return [finished(dict(base, status="skipped", reason=variant.skip_reason, batch=None))]
     try:
         runner = variant.make_runner()
         runner.activate()
     except TrtkitError as exc:  # no GPU, a missing dependency or backend, an engine for another GPU
         tick(len(sizes), "{}: skipped".format(variant.label))
-        return [dict(base, status="skipped", reason=str(exc), batch=None)]
+        return [finished(dict(base, status="skipped", reason=str(exc), batch=None))]
     rows = []
     try:
         device = device_of(runner)
@@ -175,16 +185,19 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
             reason = batch_unsupported(batch_range, size)
             if reason:
                 row.update(status="skipped", reason=reason)
+                finished(row)
                 tick(1)
                 continue
             try:
                 cell = measure_cell(runner, make_batch(images, size), options, device)
             except DeviceUnavailable as exc:
                 row.update(status="skipped", reason=str(exc))
+                finished(row)
                 tick(len(sizes) - index)
                 break
             except TrtkitError as exc:  # e.g. a batch outside an engine's profile: that size only
                 row.update(status="skipped", reason=str(exc))
+                finished(row)
                 tick(1)
                 continue
             except Exception as exc:
@@ -192,11 +205,13 @@ def benchmark_variant(variant, images, options, reference=None, progress=None):
                     raise
                 _free_device_memory()
                 row.update(status="oom", reason="out of memory at batch {}".format(size))
+                finished(row)
                 log.warn("{}: out of memory at batch {}; largest batch that fit: {}".format(
                     variant.label, size, largest))
                 tick(len(sizes) - index)
                 break
             row.update(cell, status="ok")
+            finished(row)
             largest = size
             tick(1, "{} b={}: {:.0f} img/s".format(variant.label, size, row["fps"]))
         for row in rows:

@@ -130,16 +130,19 @@ def variant_label(backend, precision, mode=None):
 
 
 def default_torch_modes(device):
-    """The PyTorch baselines worth timing on ``device`` (half only where FP16 is native: CUDA)."""
+    """The PyTorch baselines worth timing on ``device``: on CUDA ``torch_baseline.BASELINE_MODES`` (FP32
+    channels_last with cudnn benchmark, AMP, .half()); on CPU FP32 contiguous, channels_last and autocast."""
     if device == "cuda":
-        return ["fp32", "half", "autocast", "channels_last"]
+        from trtkit.backends.torch_baseline import BASELINE_MODES
+        return list(BASELINE_MODES)
     return ["fp32", "channels_last", "autocast"]
 
 
-def torch_variants(model_name, checkpoint, modes, threads, input_size=None, display_name=None):
-    """PyTorch baselines for a checkpoint; modes that cannot run here become skipped variants."""
+def torch_variants(model_name, checkpoint, modes, threads, input_size=None, display_name=None, device=None):
+    """PyTorch baselines for a checkpoint on ``device`` (default: cuda when torch sees it); modes that cannot
+    run here become skipped variants."""
     from trtkit.backends.torch import MODES, default_device, mode_precision, mode_support, torch_runner
-    device = default_device()
+    device = device or default_device()
     modes = default_torch_modes(device) if modes in (None, "auto") else list(modes)
     variants = []
     for mode in modes:

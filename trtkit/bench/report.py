@@ -36,7 +36,10 @@ def markdown_table(result):
     notes = []
     for row in result["results"]:
         if row.get("status") != "ok":
-            if row.get("status") == "oom":
+            if row.get("status") == "failing":
+                notes.append("- {} {} batch {}: FAILING, {}".format(row["model"], row["variant"], row["batch"],
+                                                                   row.get("reason")))
+            elif row.get("status") == "oom":
                 notes.append("- {} {}: out of memory at batch {} (largest that fit: {})".format(
                     row["model"], row["variant"], row["batch"], row.get("largest_batch") or "none"))
             else:

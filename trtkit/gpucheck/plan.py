@@ -36,12 +36,36 @@ class Step(object):
         self.helper = helper
 
 
+# The device step's time, from stated figures rather than a guess (see ``device_step``).
+# A cold start of the NVIDIA driver, what a cold ``nvidia-smi`` pays when persistence mode is off: "a short
+# (order of 1-3 second) startup cost per GPU due to ECC scrubbing" (NVIDIA, Driver Persistence, Overview:
+# docs.nvidia.com/deploy/driver-persistence/overview.html). The device record pays it once, at its first
+# driver call (``backends.tensorrt.gpu``: cuInit initializes every visible GPU); the upper figure per GPU:
+COLD_START_SECONDS_PER_GPU = 3.0
+COLD_START_GPUS = 8  # the most GPUs one node commonly shows (DGX/HGX: 8); fewer GPUs only finish sooner
+# the rest of the step, warm: the child's Python start, ``import torch`` (its CUDA libraries) and ONNX
+# Runtime for their versions, cuDNN's version (torch's own CUDA start), the CPU and Jetson records
+DEVICE_WARM_SECONDS = 8.0
+
+
+def device_step(per_gpu=COLD_START_SECONDS_PER_GPU, gpus=COLD_START_GPUS, warm=DEVICE_WARM_SECONDS):
+    """The device step with its budget derived, not guessed: its ``floor`` (the least it is ever started
+    with) covers a cold driver start on ``gpus`` GPUs at ``per_gpu`` seconds each plus its ``warm`` work,
+    and its ``seconds`` (its weight in ``allot``'s shares) are twice that. ``allot`` never gives a step less
+    than its floor, so the device record finishes even on a node whose GPUs all start cold (the old fixed
+    share, 15 of the plan's weights, came to a few seconds: too tight for a cold driver)."""
+    floor = per_gpu * gpus + warm
+    return Step("device", "device record: GPUs, driver, CUDA, CPU and runtime versions", seconds=2.0 * floor,
+                floor=floor)
+
+
 STEPS = [
-    Step("device", "device record: GPUs, driver, CUDA, CPU and runtime versions", seconds=15, floor=5),
+    device_step(),
     Step("sample-model", "the sample ResNet18 (digits, 64x64): loaded from trtkit's cache, else trained once",
          ("torch", "sklearn"), seconds=90, floor=30, helper=True),
-    Step("torch-baselines", "PyTorch eager FP32, .half() (BatchNorm FP32), autocast FP16, channels_last; "
-         "batch 1, 64, 256", ("gpu", "torch", "torch_cuda"), ("sample-model",), seconds=80, floor=30),
+    Step("torch-baselines", "PyTorch as a tuned program runs it (cudnn.benchmark, channels_last): FP32, AMP "
+         "(autocast FP16), .half() (BatchNorm FP32); batch 1, 64, 256", ("gpu", "torch", "torch_cuda"),
+         ("sample-model",), seconds=80, floor=30),
     Step("tensorrt-rtx", "TensorRT-RTX FP32/FP16/INT8 engines for this GPU: built, verified against PyTorch "
          "FP32 on held-out sample images, timed at batch 1, 64", BUILD_NEEDS + ("tensorrt_rtx",),
          ("sample-model",), seconds=120, floor=40),
@@ -54,10 +78,11 @@ STEPS = [
     Step("training", "training speed fp32 vs amp vs half: ResNet18 on CIFAR-shaped 32x32 data, same seed",
          ("gpu", "torch", "torch_cuda"), seconds=100, floor=40),
     Step("segmentation", "the reference's segmentation table: the LRASPP sample and FCN/DeepLabV3 on "
-         "ResNet50/101 at 512x512, TensorRT (else TensorRT-RTX) FP32/FP16/INT8 beside PyTorch FP32 and .half(), "
+         "ResNet50/101 at 512x512, TensorRT (else TensorRT-RTX) FP32/FP16/INT8 beside PyTorch FP32, AMP, .half(), "
          "batch 1; image sizes 128-1024 for FCN-ResNet50", BUILD_NEEDS + ("torch_cuda",), ("sample-model",),
          seconds=420, floor=120),
-    Step("torch-compile", "torch.compile (FP32) against eager at batch 1, 64, 256",
+    Step("torch-compile", "torch.compile (FP32) against eager at batch 1, 64, 256; failing when its outputs "
+         "disagree with eager (max |diff|, top-1)",
          ("gpu", "torch", "torch_cuda", "torch_compile"), ("sample-model",), seconds=120, floor=60),
 ]
 STEP_NAMES = tuple(step.name for step in STEPS)

@@ -25,7 +25,9 @@ def step_detail(result):
     """One line on how a step ended: its error, its reason to skip, or its figures' count."""
     status = result.get("status")
     if status in ("failed", "timeout"):
-        return _first_line(result.get("error"))
+        rows = ((result.get("bench") or {}).get("results")) or []
+        kept = " (kept what it measured first: {} timed rows)".format(len(rows)) if rows else ""
+        return _first_line(result.get("error")) + kept
     if status == "skipped":
         return _first_line(result.get("reason"), 400)
     if status == "refused":
@@ -66,8 +68,10 @@ def agreement_rows(steps):
                           artifact.get("status_detail")))
     for row in speed_rows(steps):
         if row.get("backend") == "torch" and row.get("agreement") is not None and row.get("batch") == 64:
+            check = row.get("check") or {}
             found.append(("torch ({})".format(row.get("torch_mode")), row.get("precision"), row.get("status"),
-                          {"top1_agreement": row["agreement"], "images": 64}, None))
+                          {"top1_agreement": row["agreement"], "images": check.get("images", 64),
+                           "max_abs_diff": check.get("max_abs_diff")}, row.get("reason")))
     return found
 
 

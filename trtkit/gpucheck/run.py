@@ -3,7 +3,8 @@
 Each step runs as ``python -m trtkit.gpucheck.steps REQUEST`` with its share of
 the remaining budget (``plan.allot``) as a hard limit: a step that crashes,
 fails or hangs is recorded with its exact error (and the end of its log) and
-the next one runs. After every step the results folder is rewritten
+the next one runs; what it had saved before (measured rows) is kept beside
+its error. After every step the results folder is rewritten
 (atomically), so a run stopped from outside still leaves what it measured.
 
 Results (``--out``, default ``benchmarks/results/<gpu-slug>/``):
@@ -24,6 +25,7 @@ from trtkit import log
 from trtkit.errors import InputError
 from trtkit.fileio import read_json, write_json, write_text
 from trtkit.gpucheck.plan import allot, format_plan, make_plan, parse_skip, probe_environment
+from trtkit.gpucheck.steps import keep_partial
 
 DEFAULT_BUDGET_SECONDS = 480.0
 RESULT_FILES = ("device.json", "gpu_check.json", "gpu_check.md", "gpu_check.log")
@@ -120,14 +122,16 @@ def child_environment():
     return env
 
 
-def run_step_process(name, seconds, work, step_options, log_path):
-    """Run step ``name`` in a child limited to ``seconds``; its result, or what went wrong, as a dict."""
+def run_step_process(name, seconds, work, step_options, log_path, function=None):
+    """Run step ``name`` in a child limited to ``seconds``; its result, or what went wrong, as a dict (with
+    whatever the step had saved before it failed). ``function``: "file.py:name" to run instead of the step
+    of that name (see ``steps.step_function``)."""
     request_path = os.path.join(work, "{}.request.json".format(name))
     result_path = os.path.join(work, "{}.result.json".format(name))
     if os.path.exists(result_path):
         os.remove(result_path)
     write_json(request_path, {"step": name, "seconds": seconds, "work": work, "result": result_path,
-                              "options": step_options})
+                              "options": step_options, "function": function})
     begin = time.time()
     with open(log_path, "a") as handle:
         handle.write("\n===== {} (at most {:.0f} s) =====\n".format(name, seconds))
@@ -145,11 +149,13 @@ def run_step_process(name, seconds, work, step_options, log_path):
             _stop(proc)
             raise
     result = _read_result(result_path)
+    # what the step saved stays; how it ended is added beside it (steps.keep_partial), never instead of it
     if timed_out:
-        result = dict(result, status="timeout", partial_status=result.get("status"),
-                      error="stopped after {:.0f} s, its share of the time budget".format(seconds))
-    elif code != 0 or not result:
-        result = {"status": "failed", "error": "the step's process {} without a result".format(_ended(code))}
+        result = keep_partial(result, {"status": "timeout", "error": "stopped after {:.0f} s, its share of the "
+                                                                     "time budget".format(seconds)})
+    elif code != 0 or not result or result.get("status") == "running":
+        result = keep_partial(result, {"status": "failed", "error": "the step's process {} without {}".format(
+            _ended(code), "its final result" if result else "a result")})
     if result["status"] in ("failed", "timeout"):
         result["log_tail"] = log_tail(log_path, offset)
     result["allotted_seconds"] = round(seconds, 1)

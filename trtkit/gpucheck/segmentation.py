@@ -4,11 +4,11 @@ The reference (kentaroy47/benchmark-FP32-FP16-INT8-with-TensorRT) times ``fcn_re
 ``deeplabv3_resnet50`` and ``deeplabv3_resnet101`` at 1x3x512x512: PyTorch, TensorRT FP32, FP16 and INT8
 latency, one column per model, and an image-size sweep. This step builds each model through
 ``trtkit.build`` (task segmentation, dynamic H and W from 128 to 1024, the installed TensorRT, else
-TensorRT-RTX) and times it at batch 1 beside PyTorch eager FP32 and ``.half()``; the first model is also
-swept over 128, 256, 512 and 1024. No weights can be downloaded, so these models are seeded random weights
-(speed does not depend on them; their agreement figures say only that every precision runs); the trained
-segmentation sample (LRASPP, shapes) comes first and carries the real pixel agreement and mIoU. Each
-model's figures are saved as soon as they exist, so a crash or a timeout keeps what was measured.
+TensorRT-RTX) and times it at batch 1 beside PyTorch FP32, AMP and ``.half()`` (``torch_baseline``); the
+first model is also swept over 128, 256, 512 and 1024. No weights can be downloaded, so these models are
+seeded random weights (speed does not depend on them; their agreement figures say only that every
+precision runs); the trained segmentation sample (LRASPP, shapes) comes first and carries the real pixel
+agreement and mIoU. Each timed row is saved as soon as it is measured, so a crash or a timeout keeps what was measured.
 """
 
 import os
@@ -57,10 +57,13 @@ def reference_table(results, models):
     return "\n".join(lines)
 
 
-def step_segmentation(request, save, timing_options, timed, summarize_build):
-    """Build, verify and time the segmentation sample and the reference's four models; ``save`` after each.
-    ``timing_options``, ``timed`` and ``summarize_build``: the other steps' ``bench_options``, ``_bench`` and
-    ``summarize_build`` (passed in: ``gpucheck.steps`` imports this module)."""
+def step_segmentation(request, save, timing_options, timed, summarize_build, saving_rows):
+    """Build, verify and time the segmentation sample and the reference's four models; ``save`` after each
+    timed row. ``timing_options``, ``timed``, ``summarize_build`` and ``saving_rows``: the other steps'
+    ``bench_options``, ``_bench``, ``summarize_build`` and ``saving_rows`` (passed in: ``gpucheck.steps``
+    imports this module). PyTorch is timed as ``torch_baseline.BASELINE_MODES``: FP32 (channels_last, cudnn
+    benchmark), AMP and ``.half()``."""
+    from trtkit.backends.torch_baseline import BASELINE_MODES
     from trtkit.deps import available
     modules = {"tensorrt": available("tensorrt"), "tensorrt_rtx": available("tensorrt_rtx")}
     from trtkit.bench.plan import load_bench_images, plan_from_manifest
@@ -93,10 +96,11 @@ def step_segmentation(request, save, timing_options, timed, summarize_build):
         entry = result["models"][name] = {"build": summarize_build(built.manifest)}
         share = left / float(len(names) - index)
         timing = timing_options(share * 0.5, 5, (1,), fixed=10.0)
-        variants = plan_from_manifest(built, timing, torch_modes=["fp32", "half"])
+        variants = plan_from_manifest(built, timing, torch_modes=list(BASELINE_MODES))
         images, _ = load_bench_images(built.manifest, count=16)
-        bench = timed(variants, images, timing)
-        result["bench"]["results"] += bench["results"]
+        before = list(result["bench"]["results"])
+        bench = timed(variants, images, timing, saving_rows(result, save, before))
+        result["bench"]["results"] = before + bench["results"]
         if name == REFERENCE_MODELS[0]:
             sweep = image_size_sweep(variants, list(SWEEP_SIZES), timing)
             entry["imsize"] = sweep["results"]

@@ -38,13 +38,41 @@ def bench_options(seconds, cells, sizes, fixed=0.0):
                         agree_images=64, pin=False)
 
 
-def _bench(variants, images, options):
+def _bench(variants, images, options, on_rows=None):
+    """``run_matrix`` of the variants; ``on_rows(rows)`` gets the rows measured so far as each one completes."""
     from trtkit.bench.matrix import run_matrix
-    result = run_matrix(variants, images, options, progress_label="timing")
+    result = run_matrix(variants, images, options, progress_label="timing", on_rows=on_rows)
+    return summarize_bench(result)
+
+
+def summarize_bench(result):
     rows = result["results"]
-    ok = sum(1 for r in rows if r.get("status") == "ok")
-    result["summary"] = {"rows": len(rows), "ok": ok}
+    result["summary"] = {"rows": len(rows), "ok": sum(1 for r in rows if r.get("status") == "ok")}
     return result
+
+
+def saving_rows(result, save, before=()):
+    """An ``on_rows`` that puts the rows measured so far (after ``before``) in ``result["bench"]`` and saves it:
+    a step stopped at its time limit keeps every row it finished."""
+    def on_rows(rows):
+        result["bench"] = dict(result.get("bench") or {}, results=list(before) + list(rows))
+        save(result)
+    return on_rows
+
+
+def judge_against_eager(rows, modes):
+    """Rows of the torch ``modes`` (e.g. compile) whose outputs disagree with eager FP32 (their ``check``, from
+    ``bench.agreement.compare_outputs``: max |diff| and top-1 within the precision's tolerance), or that were
+    never compared, become ``failing`` with the reason; returns ``rows``."""
+    for row in rows:
+        if row.get("torch_mode") not in modes or row.get("status") != "ok":
+            continue
+        check = row.get("check")
+        if not check:
+            row.update(status="failing", reason="not compared with eager FP32 (no agreement pass ran)")
+        elif not check.get("ok"):
+            row.update(status="failing", reason="disagrees with eager FP32: {}".format(check.get("why")))
+    return rows
 
 
 def _sample_contract():
@@ -75,23 +103,30 @@ def step_sample_model(request, save):
             "accuracy": (getattr(model, "trtkit_meta", None) or {}).get("accuracy")}
 
 
-def _torch_step(request, modes, fixed):
+def _torch_step(request, save, modes, fixed, checked=()):
+    """Time the sample in the torch ``modes``, each row saved as soon as it is measured; the ``checked``
+    modes' rows fail when their outputs disagree with eager FP32 (``judge_against_eager``)."""
     from trtkit.bench.plan import plan_from_flags
     contract, checkpoint = _sample_contract()
     options = bench_options(request["seconds"] * 0.7, len(modes) * len(TORCH_SIZES), TORCH_SIZES, fixed)
     variants = plan_from_flags(options, checkpoint=checkpoint, input_size=contract.size, torch_modes=list(modes))
-    result = _bench(variants, _sample_images(contract), options)
-    status = "ok" if result["summary"]["ok"] == result["summary"]["rows"] else "partial"
-    return {"status": status, "bench": result}
+    result = {"status": "running", "bench": {"results": []}}
+    bench = _bench(variants, _sample_images(contract), options, saving_rows(result, save))
+    judge_against_eager(bench["results"], checked)
+    summarize_bench(bench)
+    status = "ok" if bench["summary"]["ok"] == bench["summary"]["rows"] else "partial"
+    return {"status": status, "bench": bench}
 
 
 def step_torch_baselines(request, save):
-    return _torch_step(request, ["fp32", "half", "autocast", "channels_last"], fixed=10.0)
+    from trtkit.backends.torch_baseline import BASELINE_MODES
+    return _torch_step(request, save, BASELINE_MODES, fixed=10.0)
 
 
 def step_torch_compile(request, save):
     # eager FP32 again: the agreement reference of this run (the report keeps the baselines' own row)
-    return _torch_step(request, ["fp32", "compile"], fixed=min(90.0, request["seconds"] * 0.6))
+    return _torch_step(request, save, ["fp32", "compile"], fixed=min(90.0, request["seconds"] * 0.6),
+                       checked=("compile",))
 
 
 def _build(request, backend, precisions, tensorrt=None):
@@ -135,7 +170,7 @@ def _engine_step(request, save, backend, precisions, tensorrt=None, label_suffix
         for variant in variants:
             variant.label += label_suffix or ""
         images, _ = load_bench_images(manifest, count=BENCH_IMAGES)
-        result["bench"] = _bench(variants, images, options)
+        result["bench"] = _bench(variants, images, options, saving_rows(result, save))
     failing = [a for a in manifest["artifacts"] if a.get("status") != "ok"]
     result["status"] = "ok" if not failing else ("partial" if ran else "not run")
     result["manifest"] = manifest.to_json()
@@ -222,13 +257,41 @@ def step_training(request, save):
 
 def step_segmentation(request, save):
     from trtkit.gpucheck.segmentation import step_segmentation as run
-    return run(request, save, bench_options, _bench, summarize_build)
+    return run(request, save, bench_options, _bench, summarize_build, saving_rows)
 
 
 STEP_FUNCTIONS = {"device": step_device, "sample-model": step_sample_model, "torch-baselines": step_torch_baselines,
                   "tensorrt-rtx": step_tensorrt_rtx, "tensorrt": step_tensorrt, "torch2trt": step_torch2trt,
                   "onnxruntime-cuda": step_onnxruntime_cuda, "training": step_training,
                   "torch-compile": step_torch_compile, "segmentation": step_segmentation}
+
+
+def keep_partial(partial, failure):
+    """``failure`` (status, error...) added beside what the step had saved in ``partial``, never instead of it:
+    the measured figures stay, ``partial_status`` says how far the step had got."""
+    if not partial:
+        return dict(failure)
+    merged = dict(partial)
+    merged["partial_status"] = partial.get("status")
+    merged.update(failure)
+    return merged
+
+
+def step_function(request):
+    """The function a request runs: its ``function`` ("path/to/file.py:name", a step from outside trtkit,
+    e.g. a test's), else the step of that name."""
+    spec = request.get("function")
+    if spec:
+        import importlib.util
+        path, _, name = spec.rpartition(":")
+        module_spec = importlib.util.spec_from_file_location("trtkit_gpucheck_external_step", path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        return getattr(module, name)
+    function = STEP_FUNCTIONS.get(request["step"])
+    if function is None:
+        raise TrtkitError("unknown step '{}'".format(request["step"]))
+    return function
 
 
 def error_record(exc):
@@ -240,22 +303,23 @@ def error_record(exc):
 
 
 def main(argv=None):
-    """Run the step a request file names; the result file is written whatever happens."""
+    """Run the step a request file names; the result file is written whatever happens, and a step that
+    raises after saving part of its result keeps that part, its error beside it (``keep_partial``)."""
     argv = sys.argv[1:] if argv is None else argv
     request = read_json(argv[0])
     started = time.time()
+    saved = {}
 
     def save(result):
         result = dict(result, step=request["step"], seconds=round(time.time() - started, 1))
         write_json(request["result"], result)
+        saved.clear()
+        saved.update(result)
 
     try:
-        function = STEP_FUNCTIONS.get(request["step"])
-        if function is None:
-            raise TrtkitError("unknown step '{}'".format(request["step"]))
-        result = function(request, save)
+        result = step_function(request)(request, save)
     except Exception as exc:
-        result = error_record(exc)
+        result = keep_partial(saved, error_record(exc))
     save(result)
     return 0
 
