@@ -163,7 +163,8 @@ def _verify_all(state, records):
     with contextlib.ExitStack() as stack:
         runners = {}
         for record in records:
-            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]))
+            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]),
+                                                              {"strict": True} if options.strict else None)
             try:
                 stack.enter_context(runner)
             except DeviceUnavailable as exc:
