@@ -214,6 +214,11 @@ class Backend(object):
     def runner(self, artifact_path, options=None):
         raise NotImplementedError
 
+    def onnx_parser_version(self):
+        """The TensorRT version whose ONNX parser reads this backend's ONNX (it caps the export's opset:
+        ``trtkit.onnx.opsets``), or None when no TensorRT table applies."""
+        return None
+
 
 class BuildInputs(object):
     """What a backend may use besides the precision's ONNX file, passed explicitly to ``Backend.build``.

@@ -6,8 +6,11 @@ encoding (unsigned activations, quantized bias), ONNX Runtime's fastest on x86.
 
 The runner's ``device`` comes from ``session.get_providers()`` after the
 session is made: asking for CUDA does not mean getting it (a session falls
-back to CPU when the CUDA provider cannot load). Staged I/O uses ONNX
-Runtime's I/O binding, so on CUDA a staged batch stays on the GPU.
+back to CPU when the CUDA provider cannot load). Every label (the manifest's
+``ran_on``, bench rows' ``device``, the backend line) comes from the providers in
+use; a GPU provider asked for and not in use is a warning, and with ``strict``
+(``trtkit build --strict``) a ProviderUnavailable error: one line, exit code 5.
+Staged I/O uses ONNX Runtime's I/O binding, so on CUDA a staged batch stays on the GPU.
 """
 
 import os
@@ -16,8 +19,9 @@ import shutil
 import numpy as np
 
 from trtkit.backends.base import Backend, Runner, TensorSpec
+from trtkit import log
 from trtkit.deps import available, require
-from trtkit.errors import InputError
+from trtkit.errors import InputError, TrtkitError
 from trtkit.fileio import atomic_path
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider")
@@ -26,6 +30,19 @@ _ORT_TYPES = {
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8", "tensor(uint8)": "uint8",
     "tensor(bool)": "bool",
 }
+
+
+class ProviderUnavailable(TrtkitError):
+    """A GPU execution provider was asked for and ONNX Runtime runs without it (``strict``). Not a
+    DeviceUnavailable: a build records those as "built, not run" and goes on; this one stops it."""
+
+    exit_code = 5
+
+
+def missing_gpu_providers(requested, in_use):
+    """The GPU providers in ``requested`` (names, or (name, options) pairs) that are not in ``in_use``."""
+    names = [p[0] if isinstance(p, (tuple, list)) else p for p in (requested or [])]
+    return [p for p in names if p in GPU_PROVIDERS and p not in in_use]
 
 
 def default_providers():
@@ -37,9 +54,10 @@ def default_providers():
 class OnnxRuntimeRunner(Runner):
     backend = "onnxruntime"
 
-    def __init__(self, path, providers=None, threads=None):
+    def __init__(self, path, providers=None, threads=None, strict=False):
         super(OnnxRuntimeRunner, self).__init__(path)
         self.providers = providers  # asked for; None: default_providers()
+        self.strict = bool(strict)  # refuse to run when a GPU provider asked for is not in use
         self.providers_in_use = None  # what the session really uses (set on activation)
         self.threads = threads
         self.session = None
@@ -54,14 +72,23 @@ class OnnxRuntimeRunner(Runner):
         if self.threads:
             options.intra_op_num_threads = int(self.threads)
         options.log_severity_level = 3
+        requested = self.providers or default_providers()
         try:
-            self.session = ort.InferenceSession(self.path, sess_options=options,
-                                                providers=self.providers or default_providers())
+            self.session = ort.InferenceSession(self.path, sess_options=options, providers=requested)
         except Exception as exc:
             text = str(exc).strip().splitlines()
             raise InputError("ONNX Runtime cannot load {}: {}".format(self.path, text[0][:300] if text else exc),
                              hint="check the file is a complete ONNX model")
         self.providers_in_use = list(self.session.get_providers())
+        missing = missing_gpu_providers(requested, self.providers_in_use)
+        if missing:
+            text = "ONNX Runtime was asked for {} but runs {} on {}".format(
+                ", ".join(missing), os.path.basename(self.path), ", ".join(self.providers_in_use))
+            if self.strict:
+                self.session = None
+                raise ProviderUnavailable(text, hint="check the CUDA/cuDNN libraries that provider needs "
+                                                     "(onnxruntime-gpu's requirements), or drop --strict to run there")
+            log.warn(text + " (results are labelled by the providers in use)")
         from trtkit.cpuinfo import check_artifact
         from trtkit.precision.qdq import INT8_TARGET_KEY
         if not any(p in GPU_PROVIDERS for p in self.providers_in_use):
@@ -130,8 +157,9 @@ class OnnxRuntimeBackend(Backend):
         if not available("onnxruntime"):
             return False, "onnxruntime is not installed (pip install 'trtkit[cpu]')"
         providers = default_providers()
-        where = "CUDA" if "CUDAExecutionProvider" in providers else "CPU"
-        return True, "ONNX Runtime on {}".format(where)
+        if "CUDAExecutionProvider" in providers:  # installed is not in use: each artifact records what ran
+            return True, "ONNX Runtime, CUDA provider installed (the providers in use are recorded per artifact)"
+        return True, "ONNX Runtime on CPU"
 
     def build(self, onnx_path, precision, out_path, inputs=None, calibration=None):
         if os.path.abspath(onnx_path) != os.path.abspath(out_path):
@@ -142,4 +170,5 @@ class OnnxRuntimeBackend(Backend):
 
     def runner(self, artifact_path, options=None):
         options = options or {}
-        return OnnxRuntimeRunner(artifact_path, providers=options.get("providers"), threads=options.get("threads"))
+        return OnnxRuntimeRunner(artifact_path, providers=options.get("providers"), threads=options.get("threads"),
+                                 strict=options.get("strict", False))

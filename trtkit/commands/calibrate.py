@@ -55,7 +55,8 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
     if onnx_path is None:
         from trtkit.onnx.export import export_onnx
         onnx_path = os.path.join(out_dir, name + ".fp32.onnx")
-        export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, contract=source.contract)
+        export_onnx(source.torch_model, onnx_path, exporter=model_options.exporter, opset=model_options.opset,
+                    contract=source.contract)
     maker = VariantMaker(onnx_path, name, source.contract, config, "sample", write_qdq, out_dir)
     files = Int8Files("{}.int8-{}.onnx".format(name, write_qdq) if write_qdq else None,
                       name + ".calib.cache", name + ".calibration.json")

@@ -9,6 +9,10 @@ Exporters: torch's current one (``torch.export``-based, ``dynamo=True``) when
 it is there, else the TorchScript-based one (the only one in torch 1.10 on a
 Jetson Nano). ``exporter="torchscript"`` forces the old one; a failure of the
 new one falls back to it with a warning.
+
+The opset comes from ``trtkit.onnx.opsets.choose_opset``: the highest both the installed torch and the
+target TensorRT read (opset 13 for TensorRT 8.2 on a Jetson Nano), or the one asked for (``--opset``) when
+both can. Below opset 18 the TorchScript exporter writes it (the torch.export-based one starts at 18).
 """
 
 import inspect
@@ -20,10 +24,10 @@ from trtkit import log
 from trtkit.deps import available, require
 from trtkit.errors import InputError, VerificationFailed
 from trtkit.fileio import atomic_path
+from trtkit.onnx.opsets import DEFAULT_OPSET, DYNAMO_MIN_OPSET, choose_opset  # noqa: F401 (DEFAULT_OPSET: kept here)
 
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
-DEFAULT_OPSET = 17
 EXPORTERS = ("auto", "dynamo", "torchscript")
 
 
@@ -50,8 +54,12 @@ def _has_dynamo_exporter(torch):
     return "dynamo" in params and available("onnxscript")
 
 
-def export_onnx(model, path, exporter="auto", opset=None, example=None, contract=None, image_sizes=None):
+def export_onnx(model, path, exporter="auto", opset=None, example=None, contract=None, image_sizes=None,
+                tensorrt_version=None):
     """Export ``model`` (eval mode, CPU) to ``path`` atomically; returns (exporter used, opset).
+
+    ``opset``: the opset asked for (None: chosen); ``tensorrt_version``: the TensorRT the ONNX is for (its
+    parser's highest opset caps the choice; None: not for TensorRT). See ``trtkit.onnx.opsets``.
 
     ``contract`` is the model's InputContract (default: ``model.input_contract``, which trtkit's own
     models carry); it sets the example input's shape and is recorded in the ONNX metadata. ``image_sizes``
@@ -67,8 +75,17 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
     if example is None:
         example = torch.zeros((2,) + contract.shape, dtype=torch.float32)
     use_dynamo = exporter == "dynamo" or (exporter == "auto" and _has_dynamo_exporter(torch))
+    requested = opset
     if exporter == "dynamo" and not _has_dynamo_exporter(torch):
         raise InputError("this torch has no dynamo ONNX exporter", hint="use --exporter torchscript")
+    if use_dynamo:
+        dynamo_opset = choose_opset(torch.__version__, tensorrt_version, opset, dynamo=True)
+        if dynamo_opset < DYNAMO_MIN_OPSET:
+            if exporter == "dynamo":
+                raise InputError("the dynamo exporter writes opset {} or newer, not {}".format(
+                    DYNAMO_MIN_OPSET, dynamo_opset), hint="use --exporter torchscript (or auto) for this opset")
+            use_dynamo = False
+    opset = choose_opset(torch.__version__, tensorrt_version, opset, dynamo=use_dynamo)
     axes = _dynamic_axes(torch, model, example, image_sizes)
     with atomic_path(path) as tmp:
         if use_dynamo:
@@ -79,7 +96,8 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
                     raise
                 log.warn("the torch.export-based exporter failed ({}); using the TorchScript one".format(
                     str(exc).splitlines()[0][:160] if str(exc) else exc.__class__.__name__))
-                used = _export_torchscript(torch, model, example, tmp, opset, axes)
+                used = _export_torchscript(torch, model, example, tmp,
+                                           choose_opset(torch.__version__, tensorrt_version, requested), axes)
         else:
             used = _export_torchscript(torch, model, example, tmp, opset, axes)
         _finish(tmp, contract)
@@ -115,7 +133,6 @@ def _check_runs_at(path, example, size):
 
 
 def _export_torchscript(torch, model, example, path, opset, axes=None):
-    opset = opset or DEFAULT_OPSET
     kwargs = dict(input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], opset_version=opset,
                   dynamic_axes=axes or {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, do_constant_folding=True)
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
@@ -128,7 +145,6 @@ def _export_torchscript(torch, model, example, path, opset, axes=None):
 
 
 def _export_dynamo(torch, model, example, path, opset, image_sizes=None):
-    opset = opset or max(DEFAULT_OPSET, 18)
     batch = torch.export.Dim("batch", min=1, max=4096)
     shapes = {0: batch}
     if image_sizes:

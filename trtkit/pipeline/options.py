@@ -99,7 +99,8 @@ class BuildOptions(Options):
         Field("tolerance", type=float,
               help="max |logit difference| allowed between ONNX and PyTorch FP32 (default: 1e-3)"),
         Field("strict", action="store_true",
-              help="exit non-zero when a variant's top-1 agreement is below its threshold"),
+              help="exit non-zero when a variant's top-1 agreement is below its threshold, or when ONNX Runtime "
+                   "runs without the GPU provider it was asked for (a CUDA provider that cannot start)"),
         Field("bench_seconds", "throughput_seconds", type=float,
               help="seconds of throughput timing per variant (0 to skip; default: 1)"),
         Field("throughput_batch", type=int, metavar="N",

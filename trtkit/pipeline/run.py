@@ -98,7 +98,9 @@ def _export(state):
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
     exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
-                                  contract=state.source.contract, image_sizes=options.source.image_sizes)
+                                  opset=options.source.opset, contract=state.source.contract,
+                                  image_sizes=options.source.image_sizes,
+                                  tensorrt_version=state.backend.onnx_parser_version())
     reference = torch_logits(model, images, options.batch_size)
     comparison = _comparison(state.source.info)
     diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
@@ -161,7 +163,8 @@ def _verify_all(state, records):
     with contextlib.ExitStack() as stack:
         runners = {}
         for record in records:
-            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]))
+            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]),
+                                                              {"strict": True} if options.strict else None)
             try:
                 stack.enter_context(runner)
             except DeviceUnavailable as exc:

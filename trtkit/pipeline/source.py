@@ -31,15 +31,21 @@ class ModelOptions(Options):
     (None: the built-in sample); ``onnx``: an ONNX classifier instead; ``num_classes``: expected class
     count (a model for another count is refused); ``input_size``: N or (H, W) override; ``input``: other
     InputContract fields to override ({"mean": ..., "resize": ...}, see ``contract.FIELDS``);
-    ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``output_kind``: what the output holds
+    ``exporter``: torch ONNX exporter (auto, dynamo, torchscript); ``opset``: the ONNX opset to export at (None:
+    the highest the installed torch and the target TensorRT both read, see ``trtkit.onnx.opsets``); ``output_kind``: what the output holds
     (``trtkit.outputs``; None: detected from the model); ``task``: ``classification`` or ``segmentation``
     (None: detected from the model's output: [N, classes] or a [N, C, H, W] map); ``image_sizes``: (smallest,
     largest) image size the artifacts must run at (H and W dynamic; None: the input size only)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None, task=None, image_sizes=None):
+                 input=None, output_kind=None, task=None, image_sizes=None, opset=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
+        from trtkit.onnx.opsets import parse_opset
+        self.opset = parse_opset(opset)
+        if onnx and self.opset is not None:
+            raise InputError("--opset sets the opset of an export; an --onnx file keeps its own",
+                             hint="drop --opset, or export the model again at that opset")
         self.module = None
         if model is not None and not isinstance(model, str):
             if not hasattr(model, "state_dict") or not callable(model):
@@ -109,6 +115,9 @@ class ModelOptions(Options):
     ) + tuple(field.within("input") for field in CONTRACT_FIELDS) + (
         Field("exporter", choices=list(EXPORTERS),
               help="torch ONNX exporter (default: auto = the current one, else TorchScript)"),
+        Field("opset", metavar="N",
+              help="ONNX opset of the export (default: the highest the installed torch and the target TensorRT both "
+                   "read, at most 17, or 18 with the dynamo exporter; TensorRT 8.2 on a Jetson Nano reads up to 13)"),
         Field("image_sizes", metavar="MIN,MAX",
               help="image sizes the artifacts must run at besides --input-size, e.g. 128,1024: the export gets "
                    "dynamic height and width, TensorRT engines a profile from MIN to MAX (optimized at the input "

@@ -135,15 +135,21 @@ def _evaluate(torch, model, imageset, batch_size, precision, device):
 
 
 def _set_determinism(torch, on, cuda):
+    """Switch deterministic algorithms on (by ``training.determinism``'s plan for this torch and device);
+    returns (the previous setting, the plan or None)."""
     previous = torch.are_deterministic_algorithms_enabled() if hasattr(torch, "are_deterministic_algorithms_enabled") \
         else False
+    plan = None
     if on:
+        from trtkit.training.determinism import determinism_plan, set_deterministic
+        plan = determinism_plan(torch.__version__, cuda)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
+        set_deterministic(torch, plan.warn_only)
+        log.info(plan.note)
     if cuda:
         torch.backends.cudnn.benchmark = not on
         torch.backends.cudnn.deterministic = bool(on)
-    return previous
+    return previous, plan
 
 
 def _make_optimizer(torch, config, params):
@@ -179,7 +185,11 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                           growth_interval=config.growth_interval)
     for note in precision.warnings():
         log.warn(note)
-    previous_determinism = _set_determinism(torch, config.deterministic, precision.cuda)
+    previous_determinism, determinism = _set_determinism(torch, config.deterministic, precision.cuda)
+    replaced_pooling = []
+    if determinism is not None and determinism.replace_pooling:
+        from trtkit.training.determinism import replace_global_pooling
+        replaced_pooling = replace_global_pooling(model)
     rng = np.random.RandomState(config.seed)
     if resume is not None:
         state, training = resume
@@ -289,6 +299,9 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
     finally:
         if config.deterministic and not previous_determinism:
             torch.use_deterministic_algorithms(False)
+        if replaced_pooling:
+            from trtkit.training.determinism import restore_pooling
+            restore_pooling(replaced_pooling)
     model.eval()
     return TrainResult(history, config, precision.describe(), checkpoint_path, device,
                        stopped_early=end_epoch < config.epochs)

@@ -46,6 +46,14 @@ class TensorRTBackend(Backend):
         from trtkit.backends.tensorrt.runner import TensorRTRunner
         return TensorRTRunner(artifact_path, self.flavour, options)
 
+    def onnx_parser_version(self):
+        """The installed TensorRT's version (its parser's highest opset caps the export); None for
+        TensorRT-RTX, whose 1.x numbers are not TensorRT's (``trtkit.onnx.opsets`` has no row for it)."""
+        if self.flavour != "tensorrt":
+            return None
+        trt = api.try_load(self.flavour)
+        return trt.__version__ if trt is not None else None
+
 
 class TensorRTRTXBackend(TensorRTBackend):
     name = "tensorrt-rtx"
