@@ -53,14 +53,18 @@ def test_the_baseline_recipe_sets_cudnn_benchmark_and_channels_last(tiny, cudnn_
 def test_a_torch_runner_times_through_the_recipe(tiny, cudnn_benchmark_off):
     from trtkit.backends.torch import torch_runner
     _, checkpoint = tiny
-    runner = torch_runner(checkpoint, {"mode": "channels_last", "device": "cpu", "threads": 1})
+    threads = torch.get_num_threads()
+    runner = torch_runner(checkpoint, {"mode": "channels_last", "device": "cpu", "threads": threads + 1})
     runner.activate()
     try:
         assert torch.backends.cudnn.benchmark is True  # set by activation, not by the test
         assert _channels_last(runner.stage(np.zeros((2, 3, 32, 32), np.float32)))
         assert _channels_last(runner.model.conv1.weight)
+        assert torch.get_num_threads() == threads + 1
     finally:
         runner.deactivate()
+    # torch's thread count is process-wide: a timed baseline gives it back (it changed later training here)
+    assert torch.get_num_threads() == threads
 
 
 def test_gpu_baselines_include_an_amp_row(tiny):

@@ -112,7 +112,9 @@ class TorchRunner(Runner):
             raise DeviceUnavailable("torch {}: {}".format(self.mode, reason))
         if not os.path.isfile(self.path):
             raise InputError("checkpoint not found: {}".format(self.path), hint="check the manifest's model.checkpoint")
-        if self.threads and self.device == "cpu":
+        self._threads_before = None
+        if self.threads and self.device == "cpu":  # process-wide in torch: given back on deactivate
+            self._threads_before = torch.get_num_threads()
             torch.set_num_threads(int(self.threads))
         model = load_deployable(self.model_name, self.path, input_size=self.input_size)
         self.contract = model.input_contract
@@ -123,6 +125,9 @@ class TorchRunner(Runner):
 
     def _deactivate(self):
         self.model = None
+        if getattr(self, "_threads_before", None):
+            self.torch.set_num_threads(self._threads_before)
+            self._threads_before = None
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
 
