@@ -59,9 +59,14 @@ def test_module_weights_from_a_checkpoint_and_a_mismatch(tmp_path):
     trained = TinyNet()
     path = str(tmp_path / "tiny.pt")
     torch.save({"state_dict": trained.state_dict()}, path)
-    result = trtkit.build(model=TinyNet(), checkpoint=path, input_size=32, precision="fp32", backend="onnxruntime",
+    torch.manual_seed(2)
+    mine = TinyNet().train()
+    before = dict((k, v.clone()) for k, v in mine.state_dict().items())
+    result = trtkit.build(model=mine, checkpoint=path, input_size=32, precision="fp32", backend="onnxruntime",
                           out=str(tmp_path / "b"), bench_seconds=0, verify_images=32)
     assert result.manifest["model"]["checkpoint"] == os.path.abspath(path)
+    # the caller's module is left as it was: still training, its own weights (the build loads into a copy)
+    assert mine.training and all(torch.equal(before[k], v) for k, v in mine.state_dict().items())
     with pytest.raises(InputError, match="does not fit TinyNet"):
         trtkit.build(model=TinyNet(classes=3), checkpoint=path, input_size=32, out=str(tmp_path / "c"))
 

@@ -277,10 +277,14 @@ def deployable_model(model):
 
 
 def _module_source(options):
-    """Any ``torch.nn.Module`` a Python caller hands over: weights from ``checkpoint`` when given."""
+    """Any ``torch.nn.Module`` a Python caller hands over: weights from ``checkpoint`` when given.
+
+    The build works on a CPU copy in eval mode: the caller's module keeps its device, its training mode and
+    its own weights (a checkpoint is loaded into the copy)."""
+    import copy
     torch = require("torch", "building a PyTorch module")
     from trtkit.models.classifiers import checkpoint_parts, load_checkpoint_payload
-    module = options.module.eval().cpu()
+    module = copy.deepcopy(options.module).cpu().eval()
     if options.checkpoint:
         state, _ = checkpoint_parts(load_checkpoint_payload(options.checkpoint), options.checkpoint)
         try:
