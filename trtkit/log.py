@@ -44,10 +44,40 @@ def _interactive():
     return hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
 
 
-class Progress(object):
-    """A small progress bar: ``with Progress("training", total=n) as bar: bar.update()``.
+def format_rate(count, seconds, unit):
+    """``count`` ``unit``s in ``seconds`` as people read a rate: "12.3 img/s", or "4.2 s/img" when each takes
+    longer than a second (a rate printed as "0 img/s" says nothing)."""
+    if count <= 0 or seconds <= 0:
+        return "- {}/s".format(unit)
+    rate = count / seconds
+    if rate >= 1.0:
+        return "{:.1f} {}/s".format(rate, unit)
+    return "{:.1f} s/{}".format(seconds / count, unit)
 
-    ``postfix`` lets the caller show a live figure (loss, accuracy, img/s).
+
+def format_duration(seconds):
+    """"45s", "3m05s", "1h02m": how long, at the precision a wait needs."""
+    seconds = int(round(max(0.0, seconds)))
+    if seconds < 60:
+        return "{}s".format(seconds)
+    if seconds < 3600:
+        return "{}m{:02d}s".format(seconds // 60, seconds % 60)
+    return "{}h{:02d}m".format(seconds // 3600, (seconds % 3600) // 60)
+
+
+def eta(count, total, seconds):
+    """Seconds left at the rate so far (None before the first unit or without a total)."""
+    if not total or count <= 0 or seconds <= 0:
+        return None
+    return max(0.0, (total - count) * seconds / count)
+
+
+class Progress(object):
+    """A small progress bar with rate and ETA: ``with Progress("training", total=n, unit="step") as bar:
+    bar.update()``.
+
+    ``postfix`` lets the caller show a live figure (loss, accuracy). Off a terminal (a log file, CI) the bar
+    is not drawn: one line starts the work and one ends it, with the time and the rate.
     """
 
     def __init__(self, label, total=None, unit="it"):
@@ -75,15 +105,24 @@ class Progress(object):
             self._last_draw = now
             self._draw(now)
 
+    def status(self, now=None):
+        """The bar's text without the bar: "37/128 step, 12.3 step/s, 1m05s, ETA 7s"."""
+        elapsed = (now or time.time()) - self._start
+        done = "{}/{}".format(self.count, self.total) if self.total else str(self.count)
+        text = "{} {}, {}, {}".format(done, self.unit, format_rate(self.count, elapsed, self.unit),
+                                     format_duration(elapsed))
+        left = eta(self.count, self.total, elapsed)
+        if left is not None and self.count < self.total:
+            text += ", ETA " + format_duration(left)
+        return text
+
     def _draw(self, now):
-        elapsed = now - self._start
         if self.total:
             frac = min(1.0, float(self.count) / self.total)
             filled = int(24 * frac)
-            bar = "[" + "#" * filled + "." * (24 - filled) + "]"
-            text = "\r{} {} {}/{} {:.0f}s".format(self.label, bar, self.count, self.total, elapsed)
+            text = "\r{} [{}{}] {}".format(self.label, "#" * filled, "." * (24 - filled), self.status(now))
         else:
-            text = "\r{} {} {} {:.0f}s".format(self.label, self.count, self.unit, elapsed)
+            text = "\r{} {}".format(self.label, self.status(now))
         if self.postfix:
             text += " " + self.postfix
         sys.stderr.write(text + "\033[K")
@@ -97,5 +136,6 @@ class Progress(object):
             sys.stderr.flush()
         elif exc_type is None and not _state["quiet"]:
             tail = " " + self.postfix if self.postfix else ""
-            info("{} done in {:.1f}s{}".format(self.label, elapsed, tail))
+            rate = ", " + format_rate(self.count, elapsed, self.unit) if self.count else ""
+            info("{} done in {:.1f}s{}{}".format(self.label, elapsed, rate, tail))
         return False

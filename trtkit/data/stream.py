@@ -13,7 +13,6 @@ files: ``load`` is ``batches`` concatenated, and ``load_images`` is ``load``.
 import collections
 import hashlib
 import os
-import time
 
 import numpy as np
 
@@ -201,11 +200,10 @@ def load_images(source, contract, split="all", limit=None, seed=0):
 
 
 class _Bar(object):
-    """A log.Progress with images/s and ETA, or nothing."""
+    """A log.Progress (images/s and ETA), or nothing."""
 
     def __init__(self, label, total):
         self._bar = log.Progress(label, total=total, unit="img") if label else None
-        self._start = time.time()
 
     def __enter__(self):
         if self._bar is not None:
@@ -216,9 +214,7 @@ class _Bar(object):
         """``done`` images of the total read (decoded or skipped)."""
         if self._bar is None:
             return
-        rate = done / max(time.time() - self._start, 1e-6)
-        left = (self._bar.total - done) / rate if rate > 0 else 0
-        self._bar.update(done - self._bar.count, postfix="{:.0f} img/s, ETA {:.0f}s".format(rate, left))
+        self._bar.update(done - self._bar.count)
 
     def __exit__(self, exc_type, exc, tb):
         if self._bar is not None:
