@@ -221,10 +221,12 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
     if streamed:
         count = len(imageset)
         shape = (count,) + tuple(imageset.contract.shape)
-        batch_size = check_image_shape(model, shape[1:]) or int(batch_size)
+        fixed = check_image_shape(model, shape[1:])
+        batch_size = fixed or int(batch_size)
         if count < batch_size:
             raise InputError("only {} calibration image(s), fewer than one batch of {}".format(count, batch_size),
-                             hint="give more images (--calib-images, a bigger --calib-data)")
+                             hint="give more images (--calib-images, a bigger --calib-data){}".format(
+                                 "" if fixed else " or a smaller --calib-batch-size"))
         images, digest = None, None
     else:
         images = imageset.images
