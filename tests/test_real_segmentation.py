@@ -9,6 +9,11 @@ here are 224x224 and the package's preprocessing is the package's own
 exposes; its default 736 is what ``docs/real-models.md`` measures): the short
 side scaled up to 256, BGR, ImageNet mean/std. The only skip is pip not
 reaching the registry.
+
+trtkit's default rule for a one-channel probability map is > 0.5; the
+package's is > 0.3 (``DBPostProcess`` thresh). ``--threshold 0.3`` (keyword
+``threshold``) makes trtkit verify, and its built model decide, by the
+package's rule, recorded in the manifest as ``binary-probability@0.3``.
 """
 
 import os
@@ -49,6 +54,16 @@ def ort_build(pages, tmp_path_factory):
     return trtkit.build(onnx=onnx_file, data=folder, precision="fp32,int8", backend="onnxruntime",
                         out=str(tmp_path_factory.mktemp("det") / "out"), bench_seconds=0, verify_images="all",
                         calib_batch_size=8, **contract)
+
+
+@pytest.fixture(scope="module")
+def package_rule_build(pages, tmp_path_factory):
+    """The same build deciding as the package does: text where the probability is > 0.3 (``threshold=0.3``)."""
+    import trtkit
+    onnx_file, folder, contract = pages
+    return trtkit.build(onnx=onnx_file, data=folder, precision="fp32,int8", backend="onnxruntime",
+                        out=str(tmp_path_factory.mktemp("det03") / "out"), bench_seconds=0, verify_images="all",
+                        calib_batch_size=8, threshold=0.3, **contract)
 
 
 def _heldout_files(folder):
@@ -130,3 +145,41 @@ def test_tensorrt_rtx_builds_the_detector_in_fp16_and_int8_at_256(pages, tmp_pat
         assert os.path.getsize(os.path.join(out, artifact["path"])) == artifact["bytes"] > 1 << 20
         ops = set(node.op_type for node in onnx.load(os.path.join(out, artifact["onnx"])).graph.node)
         assert ("QuantizeLinear" in ops) == (precision == "int8")
+
+
+def test_a_threshold_is_part_of_the_output_kind_and_moves_the_decision():
+    from trtkit.errors import InputError
+    from trtkit.outputs import OutputKind
+    kind = OutputKind.parse("binary-probability@0.3")
+    assert kind.name == "binary-probability@0.3" and kind.cutoff == 0.3 and "> 0.3" in kind.summary
+    assert kind == OutputKind.parse("binary-probability").with_threshold(0.3) != OutputKind.parse("binary-probability")
+    maps = np.array([[[[0.2, 0.4], [0.6, 0.31]]]], dtype=np.float32)
+    assert kind.decide_maps(maps).tolist() == [[[0, 1], [1, 1]]]
+    assert OutputKind.parse("binary-probability").decide_maps(maps).tolist() == [[[0, 0], [1, 0]]]
+    assert OutputKind.parse("binary-logit@-0.85").decide(np.array([[-0.5], [-1.0]])).tolist() == [1, 0]
+    for bad in ("logits@0.3", "binary-probability@1.5", "binary-probability@x", "binary-probability@"):
+        with pytest.raises(InputError):
+            OutputKind.parse(bad)
+
+
+def test_the_package_threshold_is_verified_and_recorded(pages, package_rule_build):
+    """With threshold=0.3 the manifest's output kind is binary-probability@0.3, verification decides pixels by it
+    (FP32 mIoU = the package's own preprocessing and rule on the held-out pages), the loaded model decides by it,
+    and the default INT8 still passes the gate under that rule."""
+    import trtkit
+    from benchmarks.real_models.dense import text_iou
+    onnx_file, folder, _ = pages
+    build = package_rule_build
+    assert build.manifest["model"]["output_kind"] == "binary-probability@0.3"
+    fp32 = build.artifact("fp32")["verify"]
+    assert fp32["decision"] == "binary-probability@0.3"
+    files = _heldout_files(folder)
+    package = text_iou(onnx_file, folder, limit_side_len=LIMIT, thresh=0.3, files=files)
+    assert abs(fp32["miou"] - package["miou"]) <= 1e-6, (fp32["miou"], package)
+    assert abs(text_iou(onnx_file, folder, limit_side_len=LIMIT, thresh=0.5, files=files)["miou"]
+               - package["miou"]) > 1e-6  # the two rules differ on these pages, so the check above tells them apart
+    int8 = build.artifact("int8")
+    assert int8["verify"]["decision"] == "binary-probability@0.3" and int8["status"] == "ok"
+    assert int8["verify"]["pixel_agreement"] >= 0.98 and fp32["miou"] - int8["verify"]["miou"] <= 0.01
+    with trtkit.load(build.dir) as model:
+        assert model.kind.cutoff == 0.3
