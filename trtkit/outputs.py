@@ -11,9 +11,17 @@ assuming an arg-max: an arg-max over a one-column output is always 0, so an
 ``OutputKind.parse(name)`` is the one way from the manifest's
 ``model.output_kind`` string to a kind; ``trtkit.onnx.layout.output_kind``
 detects it from a graph, ``--output-kind`` overrides the detection.
+
+A one-column or multi-label kind may carry its own decision threshold
+(``--threshold``): a text detector's package calls a pixel text when its
+probability is > 0.3, not 0.5 (PaddleOCR's DB post-processing). The threshold
+is part of the kind's name, ``binary-probability@0.3``, so the manifest's one
+``output_kind`` string gives every reader (verification, the precision
+search, ``load``/``predict``, ``serve``, Triton) the same rule.
 """
 
 import difflib
+import math
 
 import numpy as np
 
@@ -28,12 +36,42 @@ class OutputKind(object):
     (``logits``, ``probabilities``, ``log-probabilities``).
     """
 
-    def __init__(self, name, scale, binary=False, multilabel=False, summary=""):
-        self.name = name
+    def __init__(self, name, scale, binary=False, multilabel=False, summary="", threshold=None):
+        self.base = name
+        self.name = name if threshold is None else "{}@{!r}".format(name, float(threshold))
         self.scale = scale
         self.binary = binary
         self.multilabel = multilabel
         self.summary = summary
+        self.threshold = None if threshold is None else float(threshold)
+
+    @property
+    def cutoff(self):
+        """A binary or multi-label output is positive above this: the kind's threshold, else 0.5 for
+        probabilities and 0 for logits."""
+        if self.threshold is not None:
+            return self.threshold
+        return 0.5 if self.scale == "probabilities" else 0.0
+
+    def with_threshold(self, value):
+        """This kind deciding positive when the output is > ``value`` (named ``KIND@VALUE``); ``value`` None:
+        the kind's default. InputError for an arg-max kind or a probability threshold outside (0, 1)."""
+        if value is None:
+            return KINDS[self.base]
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise InputError("decision threshold '{}' is not a number".format(value),
+                             hint="e.g. --threshold 0.3 for a sigmoid output positive above 0.3")
+        if self.single_label:
+            raise InputError("a decision threshold does not apply to {}: its class is an arg-max".format(self.base),
+                             hint="a threshold is for one-column (binary-*) or multilabel-* outputs")
+        if math.isnan(value) or math.isinf(value) or (self.scale == "probabilities" and not 0.0 < value < 1.0):
+            raise InputError("decision threshold {} is not {}".format(
+                value, "a probability between 0 and 1" if self.scale == "probabilities" else "a finite logit"),
+                hint="e.g. --threshold 0.3 for a sigmoid output positive above 0.3")
+        summary = "{}: positive when > {!r}".format(self.summary.split(":")[0], value)
+        return OutputKind(self.base, self.scale, self.binary, self.multilabel, summary, threshold=value)
 
     @property
     def single_label(self):
@@ -58,7 +96,7 @@ class OutputKind(object):
         outputs = np.asarray(outputs, dtype=np.float32)
         if self.single_label:
             return outputs.argmax(1)
-        positive = outputs > (0.5 if self.scale == "probabilities" else 0.0)
+        positive = outputs > self.cutoff
         return positive[:, 0].astype(np.int64) if self.binary else positive
 
     def decide_maps(self, outputs):
@@ -111,8 +149,12 @@ class OutputKind(object):
         """The OutputKind called ``name`` (an OutputKind passes through); InputError with the nearest names."""
         if isinstance(name, OutputKind):
             return name
-        kind = KINDS.get(str(name).strip().lower())
-        if kind is None:
+        text = str(name).strip().lower()
+        base, _, threshold = text.partition("@")
+        kind = KINDS.get(base)
+        if kind is not None and threshold:
+            return kind.with_threshold(threshold)
+        if kind is None or "@" in text:
             close = difflib.get_close_matches(str(name), sorted(KINDS), n=2, cutoff=0.5)
             raise InputError("unknown output kind '{}'".format(name), hint="did you mean {}?".format(
                 " or ".join(close)) if close else "use one of " + ", ".join(KINDS))

