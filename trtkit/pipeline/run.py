@@ -355,7 +355,7 @@ def _build_into(options, folder):
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
-                                             state.source.info.get("task"))
+                                             state.source.info.get("task"), state.source.num_classes)
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

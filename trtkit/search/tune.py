@@ -32,11 +32,20 @@ class TuneSet(object):
         self.identity = identity
         self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
         self.dense = bool(dense)
+        self.forced_metric = None
 
     @property
     def metric(self):
-        """"accuracy" when the tune images are labelled, else "agreement"."""
+        """"accuracy" when the tune images are labelled, else "agreement" (or what ``use_metric`` set)."""
+        if self.forced_metric is not None:
+            return self.forced_metric
         return "accuracy" if self.labels is not None else "agreement"
+
+    def use_metric(self, metric):
+        """Score drops in ``metric`` ("agreement" when the labels say nothing about this model)."""
+        if metric not in ("accuracy", "agreement"):
+            raise ValueError(metric)
+        self.forced_metric = metric
 
 
 def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None):
