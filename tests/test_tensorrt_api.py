@@ -17,13 +17,10 @@ import sys
 import pytest
 
 from trtkit.backends.tensorrt import api
+from trt_ast import PROBES, is_trt_value  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "trtkit", "backends", "tensorrt")
-# variables (and self.<name> attributes) that hold TensorRT objects in trtkit's code
-TRT_NAMES = {"trt", "builder", "config", "network", "parser", "profile", "engine", "context", "runtime",
-             "cache", "logger", "kinds", "flags", "tensor"}
-PROBES = {"has", "hasattr", "getattr"}
 # api helpers that are attribute tests under another name: name -> (attribute, positive?)
 GUARD_HELPERS = {"strongly_typed_only": ("FP16", False), "supports_calibrator": ("IInt8EntropyCalibrator2", True),
                  "uses_tensor_names": ("execute_async_v3", True)}
@@ -66,30 +63,14 @@ def _guard(test):
 
 
 def _is_trt_attribute(node):
-    return _is_trt_value(node.value)
+    return is_trt_value(node.value)
 
-
-def _is_trt_value(value):
-    """True when ``value`` is a TensorRT object by the naming rule (trt, builder, self.engine, trt.X ...)."""
-    while True:
-        if isinstance(value, ast.Name):
-            return value.id in TRT_NAMES
-        if isinstance(value, ast.Attribute):
-            if value.attr in TRT_NAMES:
-                return True
-            value = value.value
-        elif isinstance(value, ast.Call):
-            value = value.func
-        elif isinstance(value, ast.Subscript):
-            value = value.value
-        else:
-            return False
 
 
 def _check_expr(node, reach, where, problems, used):
     for sub in ast.walk(node):
         probed = _probe(sub)
-        if probed is not None and _is_trt_value(sub.args[0]) and probed not in api.API_TABLE:
+        if probed is not None and is_trt_value(sub.args[0]) and probed not in api.API_TABLE:
             problems.append("{}:{}: probes {!r}, which the API table does not list".format(where, sub.lineno, probed))
         if not isinstance(sub, ast.Attribute) or not _is_trt_attribute(sub):
             continue

@@ -23,6 +23,7 @@ import re
 import pytest
 
 from trtkit.backends.tensorrt import api
+from trt_ast import PROBES, is_trt_value  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TABLE = os.path.join(ROOT, "docs", "tensorrt-api.md")
@@ -30,10 +31,6 @@ API_PY = os.path.join(ROOT, "trtkit", "backends", "tensorrt", "api.py")
 COLUMNS = {"8.2": "8.2", "8.6": "8.5", "10.x": "10", "11.x": "11", "TensorRT-RTX": "rtx"}  # table column -> style
 NAME = re.compile(r"(\bno\s+)?`(\w+)\.(\w+)`")
 SOURCE = re.compile(r"\[([\w.-]+)\]")
-# variables (and self.<name> attributes) that hold TensorRT objects in trtkit's code (as in test_tensorrt_api.py)
-TRT_NAMES = {"trt", "builder", "config", "network", "parser", "profile", "engine", "context", "runtime",
-             "cache", "logger", "kinds", "flags", "tensor"}
-PROBES = {"has", "hasattr", "getattr"}
 
 
 def read_table(path=TABLE):
@@ -153,30 +150,15 @@ def test_rtx_column_matches_the_installed_tensorrt_rtx():
     assert wrong == []
 
 
-def _is_trt_value(value):
-    while True:
-        if isinstance(value, ast.Name):
-            return value.id in TRT_NAMES
-        if isinstance(value, ast.Attribute):
-            if value.attr in TRT_NAMES:
-                return True
-            value = value.value
-        elif isinstance(value, ast.Call):
-            value = value.func
-        elif isinstance(value, ast.Subscript):
-            value = value.value
-        else:
-            return False
-
 
 def calls_outside_api(source, guarded, where="<source>"):
     """Problems: ``guarded`` attributes touched (or probed) on TensorRT objects, and computed attributes of them."""
     problems = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Attribute) and node.attr in guarded and _is_trt_value(node.value):
+        if isinstance(node, ast.Attribute) and node.attr in guarded and is_trt_value(node.value):
             problems.append("{}:{}: .{} outside api.py".format(where, node.lineno, node.attr))
         if isinstance(node, ast.Call) and _call_name(node) in PROBES and len(node.args) >= 2 \
-                and _is_trt_value(node.args[0]):
+                and is_trt_value(node.args[0]):
             arg = node.args[1]
             if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
                 problems.append("{}:{}: a computed attribute of a TensorRT object outside api.py".format(
