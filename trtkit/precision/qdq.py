@@ -26,7 +26,8 @@ import numpy as np
 
 from trtkit.deps import require
 from trtkit.errors import InputError
-from trtkit.precision.qdq_place import activation_inputs, cpu_edges, head_tensors, tensorrt_edges, weight_of
+from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, float_fed, head_tensors, tensorrt_edges,
+                                       weight_of)
 
 ENCODINGS = ("tensorrt", "cpu")
 _MIN_SCALE = 1e-8
@@ -234,6 +235,8 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
     bits = weight_bits(target) if encoding == "cpu" and target else 8
     model = _prepared(model)
     keep = set(keep_float)
+    if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
+        keep |= float_fed(_Graph(model), keep)
     if encoding == "cpu":
         from trtkit.precision.qdq_ort import ort_cpu_qdq
         g = _Graph(model)
