@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from trtkit.cpuinfo import check_artifact, isa_from_flags, mismatch, resolve_target, this_cpu, weight_bits
+from trtkit.cpuinfo import _cpuid_flags, check_artifact, isa_from_flags, mismatch, resolve_target, this_cpu, weight_bits
 
 # recorded /proc/cpuinfo flag lines (the ISA-relevant part) of the CPUs this project's machines had
 ICE_LAKE = ("fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 avx512f avx512dq avx512cd avx512bw avx512vl "
@@ -29,6 +29,20 @@ def test_the_three_cpus_met_read_right():
         assert isa.target == ("vnni" if vnni else "avx2")
     assert isa_from_flags("fp asimd", arch="aarch64").target == "aarch64"  # a Jetson: no x86 saturation
     assert weight_bits("vnni") == 8 and weight_bits("avx2") == 7
+
+
+def test_cpuid_outranks_proc_cpuinfo_where_they_differ():
+    # qemu -cpu EPYC-Milan on a Zen 4 host: /proc/cpuinfo is the host's, CPUID (what the kernels see) is Zen 3
+    zen3_cpuid = {"AVX2": True, "AVX512F": False, "AVX512VNNI": False}
+    assert isa_from_flags(_cpuid_flags(ZEN4.split(), zen3_cpuid)).target == "avx2"
+    zen4_cpuid = {"AVX2": True, "AVX512F": True, "AVX512VNNI": True}
+    assert isa_from_flags(_cpuid_flags(ZEN3.split(), zen4_cpuid)).target == "vnni"
+    # AVX-VNNI (Alder Lake) has no NumPy name: /proc/cpuinfo tells it, under a CPUID that has AVX2
+    alder_lake = ZEN3 + " avx_vnni"
+    assert isa_from_flags(_cpuid_flags(alder_lake.split(), {"AVX2": True, "AVX512F": False})).target == "vnni"
+    assert isa_from_flags(_cpuid_flags(alder_lake.split(), {"AVX2": False})).target == "avx2"
+    # no CPUID reading (old NumPy, not x86): /proc/cpuinfo as it is
+    assert isa_from_flags(_cpuid_flags(ZEN4.split(), {})).target == "vnni"
 
 
 def test_a_vnni_artifact_on_a_cpu_without_vnni_is_warned_about(monkeypatch, capsys):

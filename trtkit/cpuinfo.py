@@ -11,7 +11,9 @@ within 255 x 64 x 2 = 32640: that is ONNX Runtime's ``reduce_range``, and what
 trtkit writes for a target without VNNI (``weight_bits``).
 
 ``isa_from_flags`` is a pure function of a /proc/cpuinfo flags line, so the
-three CPUs this project has met are tested by their recorded flags.
+three CPUs this project has met are tested by their recorded flags;
+``this_cpu`` reads CPUID as the INT8 kernels do, so under ``qemu-x86_64 -cpu
+EPYC-Milan`` it sees a CPU without VNNI (tests/test_cpu_emulated.py).
 ``TRTKIT_CPU_FLAGS`` replaces this machine's flags (to check an artifact made
 for another CPU, or to make one for it).
 """
@@ -64,20 +66,55 @@ def isa_from_flags(flags, arch="x86_64"):
 
 
 def this_cpu():
-    """The CpuIsa of this machine (``TRTKIT_CPU_FLAGS`` overrides its flags)."""
+    """The CpuIsa of this machine: ``TRTKIT_CPU_FLAGS`` if set, else what the CPUID instruction says (through
+    NumPy), else /proc/cpuinfo."""
     arch = platform.machine().lower() or "unknown"
     flags = os.environ.get("TRTKIT_CPU_FLAGS")
     if flags is None:
-        flags = ""
-        try:
-            with open("/proc/cpuinfo") as handle:
-                for line in handle:
-                    if line.startswith("flags"):
-                        flags = line.split(":", 1)[1]
-                        break
-        except (IOError, OSError):
-            pass  # not Linux: no flags read, so no VNNI assumed (the safe side: 7-bit weights)
+        flags = _cpuid_flags(_proc_flags())
     return isa_from_flags(flags, arch)
+
+
+def _proc_flags():
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return line.split(":", 1)[1].split()
+    except (IOError, OSError):
+        pass  # not Linux: no flags read, so no VNNI assumed (the safe side: 7-bit weights)
+    return []
+
+
+def _numpy_cpu_features():
+    """NumPy's {feature: bool} read from CPUID at import, or None (NumPy < 1.20, or moved)."""
+    try:
+        import numpy
+        core = getattr(numpy, "_core", None) or numpy.core
+        return getattr(core._multiarray_umath, "__cpu_features__", None)
+    except (ImportError, AttributeError):
+        return None
+
+
+# NumPy's CPUID feature names -> /proc/cpuinfo flag names
+_NUMPY_FLAGS = (("AVX2", "avx2"), ("AVX512F", "avx512f"), ("AVX512VNNI", "avx512_vnni"))
+
+
+def _cpuid_flags(proc_flags, features=None):
+    """The ISA flags the INT8 kernels will see. ONNX Runtime, OpenVINO and oneDNN choose their kernels from the
+    CPUID instruction (and the OS's saved-state mask), not from /proc/cpuinfo; the two differ where a CPU is
+    emulated or masked (qemu ``-cpu``, a hypervisor's CPU model, an OS without AVX-512 state) and /proc/cpuinfo
+    is absent off Linux. NumPy (>= 1.20) reads CPUID and the state mask the same way, so its answer is used
+    where it has one. NumPy has no name for AVX-VNNI or AMX, so those come from /proc/cpuinfo, and only
+    where CPUID confirms AVX2 under them."""
+    if features is None:
+        features = _numpy_cpu_features()
+    if not features or "AVX2" not in features:
+        return proc_flags
+    flags = [name for key, name in _NUMPY_FLAGS if features.get(key)]
+    if features.get("AVX2"):
+        flags += [name for name in ("avx_vnni", "amx_int8") if name in proc_flags]
+    return flags
 
 
 def weight_bits(target):
