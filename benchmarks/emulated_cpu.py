@@ -5,8 +5,8 @@ On an AMD Zen 3 (AVX2, no AVX-512, no VNNI) the test suite once failed: INT8 agr
 weights met large activations, because the AVX2 INT8 kernels add pairs of u8 x s8 products into saturating
 16-bit integers (``vpmaddubsw``). This machine has VNNI, so the models of those tests are run here under
 ``qemu-x86_64 -cpu EPYC-Milan`` (Zen 3's CPUID: ONNX Runtime picks its AVX2 kernels, and qemu carries out their
-saturation as the silicon does). Each model's INT8 is built natively twice, for ``--cpu-isa vnni`` (8-bit
-weights) and ``--cpu-isa avx2`` (7-bit weights), and its top-1 agreement with native FP32 is measured on the
+saturation as the silicon does). Each model's INT8 is built natively twice, for ``--cpu-isa vnni`` (int8
+weights) and ``--cpu-isa avx2`` (uint8 weights, zero point 128: ONNX Runtime's U8U8 kernels), and its top-1 agreement with native FP32 is measured on the
 same held-out images natively (VNNI kernels) and emulated (AVX2 kernels).
 
 Models: the sample ResNet18 (64x64 digits), the MobileNetV3-style module of ``tests/test_onnx_styles.py``
@@ -161,8 +161,8 @@ def markdown(record):
              "- host CPU: {}".format(record["cpu"]),
              "- emulated: `qemu-x86_64 -cpu {}`, which trtkit reads as {} ({} s emulated)".format(
                  record["emulated_cpu"], record["emulated_isa"], record["emulated_seconds"]),
-             "- top-1 agreement of each INT8 with native FP32 on the same held-out images; vnni: 8-bit weights, "
-             "avx2: 7-bit weights (what `--cpu-isa auto` makes on such a CPU)", "",
+             "- top-1 agreement of each INT8 with native FP32 on the same held-out images; vnni: int8 weights, "
+             "avx2: uint8 weights, zero point 128 (what `--cpu-isa auto` makes on such a CPU)", "",
              "| model | images | vnni INT8, native | vnni INT8, emulated Zen 3 | avx2 INT8, native | avx2 INT8, "
              "emulated Zen 3 |", "|---|---:|---:|---:|---:|---:|"]
     for row in record["rows"]:

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from trtkit.cpuinfo import _cpuid_flags, check_artifact, isa_from_flags, mismatch, resolve_target, this_cpu, weight_bits
+from trtkit.cpuinfo import _cpuid_flags, check_artifact, isa_from_flags, mismatch, resolve_target, this_cpu, weight_type
 
 # recorded /proc/cpuinfo flag lines (the ISA-relevant part) of the CPUs this project's machines had
 ICE_LAKE = ("fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 avx512f avx512dq avx512cd avx512bw avx512vl "
@@ -28,7 +28,7 @@ def test_the_three_cpus_met_read_right():
         assert (isa.vnni, isa.avx512, isa.avx2) == (vnni, avx512, True)
         assert isa.target == ("vnni" if vnni else "avx2")
     assert isa_from_flags("fp asimd", arch="aarch64").target == "aarch64"  # a Jetson: no x86 saturation
-    assert weight_bits("vnni") == 8 and weight_bits("avx2") == 7
+    assert weight_type("vnni") == "int8" and weight_type("avx2") == "uint8"
 
 
 def test_cpuid_outranks_proc_cpuinfo_where_they_differ():
@@ -49,11 +49,13 @@ def test_a_vnni_artifact_on_a_cpu_without_vnni_is_warned_about(monkeypatch, caps
     monkeypatch.setenv("TRTKIT_CPU_FLAGS", ZEN3)
     assert this_cpu().target == "avx2" and resolve_target("auto") == "avx2"
     assert "saturate" in mismatch("vnni") and mismatch("avx2") is None
-    check_artifact(json.dumps({"encoding": "cpu", "target": "vnni", "weight_bits": 8}), "m.int8.onnx")
+    check_artifact(json.dumps({"encoding": "cpu", "target": "vnni", "weight_type": "int8"}), "m.int8.onnx")
     assert "m.int8.onnx: this INT8 artifact was made for CPUs with VNNI" in capsys.readouterr().err
     monkeypatch.setenv("TRTKIT_CPU_FLAGS", ZEN4)
-    check_artifact(json.dumps({"encoding": "cpu", "target": "avx2", "weight_bits": 7}), "m.int8.onnx")
-    assert "VNNI" not in capsys.readouterr().err  # 7-bit weights are right everywhere
+    check_artifact(json.dumps({"encoding": "cpu", "target": "avx2", "weight_type": "uint8"}), "m.int8.onnx")
+    err = capsys.readouterr().err  # uint8 weights are right everywhere, only slower where VNNI is
+    assert "made for CPUs without VNNI (uint8 weights): right here, but slower" in err and "saturate" not in err
+    assert "slower" in mismatch("avx2") and mismatch("vnni") is None
 
 
 def _im2col(x, kernel, stride, pad):
@@ -110,7 +112,7 @@ def test_8_bit_weights_saturate_16_bit_pairs_on_real_tensors_and_7_bit_do_not(sa
     assert counts[7] == 0
 
 
-def test_an_avx2_build_writes_7_bit_weights_keeps_its_gate_and_records_its_target(tmp_path):
+def test_an_avx2_build_writes_uint8_weights_keeps_its_gate_and_records_its_target(tmp_path):
     onnx = pytest.importorskip("onnx")
     import trtkit
     from onnx import numpy_helper
@@ -119,10 +121,17 @@ def test_an_avx2_build_writes_7_bit_weights_keeps_its_gate_and_records_its_targe
     result = trtkit.build(precision="fp32,int8", backend="onnxruntime", out=str(tmp_path / "b"), bench_seconds=0,
                           cpu_isa="avx2")
     int8 = result.artifact("int8")
-    assert int8["isa"]["target"] == "avx2" and int8["isa"]["weight_bits"] == 7
+    assert int8["isa"]["target"] == "avx2" and int8["isa"]["weight_type"] == "uint8"
     assert int8["status"] == "ok" and int8["verify"]["top1_agreement"] >= 0.98, (isa, int8["verify"])
     graph = onnx.load(os.path.join(result.dir, int8["onnx"]))
-    assert int8_target(graph) == {"encoding": "cpu", "target": "avx2", "weight_bits": 7}
-    quantized = [numpy_helper.to_array(i) for i in graph.graph.initializer if i.data_type == onnx.TensorProto.INT8
-                 and len(i.dims) == 4]
-    assert quantized and max(int(np.abs(q.astype(np.int32)).max()) for q in quantized) <= 64, isa
+    assert int8_target(graph) == {"encoding": "cpu", "target": "avx2", "weight_type": "uint8"}
+    inits = dict((i.name, i) for i in graph.graph.initializer)
+    weights = [n for n in graph.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits
+               and len(inits[n.input[0]].dims) == 4]
+    assert weights, "no quantized conv weights"
+    for node in weights:  # every conv weight: uint8 around a zero point of 128, all 8 bits used
+        q = numpy_helper.to_array(inits[node.input[0]])
+        zero = numpy_helper.to_array(inits[node.input[2]])
+        assert q.dtype == np.uint8 and zero.dtype == np.uint8 and np.all(zero == 128), node.name
+    spread = max(int(np.abs(numpy_helper.to_array(inits[n.input[0]]).astype(np.int32) - 128).max()) for n in weights)
+    assert spread >= 126, spread  # not 7-bit: the full signed range around the zero point

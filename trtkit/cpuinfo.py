@@ -6,9 +6,14 @@ weights. With VNNI (AVX-512 VNNI, AVX-VNNI, AMX) the products are summed in
 ``vpmaddubsw``, which adds each pair of products into a *saturating 16-bit*
 integer: 255 x 127 x 2 = 64770 does not fit in 32767, so large activations
 meeting large weights are silently clipped and INT8 accuracy drops (OpenVINO
-calls it the saturation issue). 7-bit weights (|w| <= 64) keep every pair
-within 255 x 64 x 2 = 32640: that is ONNX Runtime's ``reduce_range``, and what
-trtkit writes for a target without VNNI (``weight_bits``).
+calls it the saturation issue). For a target without VNNI trtkit writes uint8
+weights (zero point 128, ``weight_type``): ONNX Runtime then runs its U8U8
+kernels, which widen both operands to 16 bits and sum pairs in 32 (vpmaddwd),
+so nothing saturates and the weights keep all 8 bits. 7-bit weights (ONNX
+Runtime's ``reduce_range``) also avoid the saturation, but measured on an
+emulated Zen 3 they cost up to 39 points of agreement where uint8 weights cost
+none (benchmarks/results/*/emulated_cpu.md and emulated_cpu.7bit-weights.md); ONNX Runtime's own documentation
+names U8U8 as the saturation-free format.
 
 ``isa_from_flags`` is a pure function of a /proc/cpuinfo flags line, so the
 three CPUs this project has met are tested by their recorded flags;
@@ -82,7 +87,7 @@ def _proc_flags():
                 if line.startswith("flags"):
                     return line.split(":", 1)[1].split()
     except (IOError, OSError):
-        pass  # not Linux: no flags read, so no VNNI assumed (the safe side: 7-bit weights)
+        pass  # not Linux: no flags read, so no VNNI assumed (the safe side: uint8 weights)
     return []
 
 
@@ -117,9 +122,10 @@ def _cpuid_flags(proc_flags, features=None):
     return flags
 
 
-def weight_bits(target):
-    """INT8 weight bits for a CPU target: 8 with VNNI, 7 without (no 16-bit saturation)."""
-    return 8 if target == "vnni" else 7
+def weight_type(target):
+    """The weight type of a CPU INT8 target: ``int8`` with VNNI (U8S8 kernels, 32-bit sums), ``uint8`` without
+    (U8U8 kernels: no 16-bit saturation, all 8 bits kept)."""
+    return "int8" if target == "vnni" else "uint8"
 
 
 def resolve_target(target):
@@ -141,8 +147,11 @@ def mismatch(made_for, cpu=None):
     if not cpu.x86 or made_for not in ("vnni", "avx2"):
         return None
     if made_for == "vnni" and not cpu.vnni:
-        return ("this INT8 artifact was made for CPUs with VNNI (8-bit weights), and this CPU has none: "
+        return ("this INT8 artifact was made for CPUs with VNNI (int8 weights), and this CPU has none: "
                 "products may saturate and accuracy drop; rebuild it here or with --cpu-isa avx2")
+    if made_for == "avx2" and cpu.vnni:
+        return ("this INT8 artifact was made for CPUs without VNNI (uint8 weights): right here, but slower than "
+                "one made for this CPU; rebuild it here or with --cpu-isa vnni")
     return None
 
 

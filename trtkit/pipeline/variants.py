@@ -72,7 +72,7 @@ class VariantMaker(object):
         self.data = self.config.data_or(default_data)
         self.encoding = encoding
         self.out_dir = out_dir
-        self.target = None  # the CPU the ``cpu`` encoding is for (vnni/avx2: its weight bits), None otherwise
+        self.target = None  # the CPU the ``cpu`` encoding is for (vnni/avx2: its weight type), None otherwise
         if encoding == "cpu":
             from trtkit.cpuinfo import resolve_target
             self.target = resolve_target(self.config.cpu_isa)
@@ -139,8 +139,8 @@ class VariantMaker(object):
         if onnx_path:
             meta["int8_encoding"] = self.encoding
             if self.target:
-                from trtkit.cpuinfo import this_cpu, weight_bits
-                meta["isa"] = {"target": self.target, "weight_bits": weight_bits(self.target),
+                from trtkit.cpuinfo import this_cpu, weight_type
+                meta["isa"] = {"target": self.target, "weight_type": weight_type(self.target),
                                "made_on": this_cpu().describe()}
         calibration = Int8Calibration(result, self.calibration_images(), cache_path)
         return Variant(label, "int8", onnx_path, meta, calibration)

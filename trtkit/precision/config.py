@@ -24,7 +24,7 @@ class CalibrationConfig(Options):
     ``use_cache`` reuses matching statistics/ranges from trtkit's cache;
     ``trt_version`` (a tuple) is written in the TensorRT calibration cache header
     (None: the installed TensorRT's, else 8.5.2); ``cpu_isa`` is the x86 CPU the
-    ``cpu`` INT8 encoding is made for (``auto``: this one; ``avx2``: 7-bit weights
+    ``cpu`` INT8 encoding is made for (``auto``: this one; ``avx2``: uint8 weights
     for CPUs without VNNI; see ``trtkit.cpuinfo``).
     """
 
@@ -89,8 +89,8 @@ class CalibrationConfig(Options):
               help="TensorRT version written in the calibration cache header (default: the installed tensorrt, "
                    "else 8.5.2)"),
         Field("cpu_isa", choices=["auto", "vnni", "avx2"],
-              help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: 8-bit weights), avx2 "
-                   "(no VNNI: 7-bit weights, as 8-bit products saturate there), or auto: this machine's (default); "
+              help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: int8 weights), avx2 "
+                   "(no VNNI: uint8 weights, run by saturation-free U8U8 kernels, as u8 x s8 pairs saturate there), or auto: this machine's (default); "
                    "the manifest records it and runners warn on a CPU it does not fit"),
     )
 

@@ -188,7 +188,7 @@ def quantizable_layers(model, encoding):
             if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))]
 
 
-INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_bits"} as JSON
+INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_type"} as JSON
 
 
 def write_qdq(model, ranges, encoding, keep_float=(), target=None):
@@ -196,7 +196,7 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None):
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
     layers (``quantizable_layers``) left in float: a mixed-precision graph. ``target`` (``cpu`` encoding:
-    ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight bits, 7 without VNNI; it is recorded in
+    ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
     written = _write_qdq(model, ranges, encoding, keep_float, target)
@@ -206,19 +206,19 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None):
 
 def _record_target(model, encoding, target):
     import json
-    from trtkit.cpuinfo import weight_bits
-    bits = weight_bits(target) if encoding == "cpu" and target else 8
+    from trtkit.cpuinfo import weight_type
+    kind = weight_type(target) if encoding == "cpu" and target else "int8"
     kept = [p for p in model.metadata_props if p.key != INT8_TARGET_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
     entry = model.metadata_props.add()
     entry.key = INT8_TARGET_KEY
     entry.value = json.dumps({"encoding": encoding, "target": target if encoding == "cpu" else "tensorrt",
-                              "weight_bits": bits}, sort_keys=True)
+                              "weight_type": kind}, sort_keys=True)
 
 
 def int8_target(model):
-    """The {"encoding", "target", "weight_bits"} a trtkit Q/DQ graph records, or None."""
+    """The {"encoding", "target", "weight_type"} a trtkit Q/DQ graph records, or None."""
     import json
     for prop in model.metadata_props:
         if prop.key == INT8_TARGET_KEY:
@@ -231,8 +231,8 @@ def int8_target(model):
 
 def _write_qdq(model, ranges, encoding, keep_float, target):
     check_encoding(encoding)
-    from trtkit.cpuinfo import weight_bits
-    bits = weight_bits(target) if encoding == "cpu" and target else 8
+    from trtkit.cpuinfo import weight_type
+    kind = weight_type(target) if encoding == "cpu" and target else "int8"
     model = _prepared(model)
     keep = set(keep_float)
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
@@ -243,7 +243,7 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
         logits = head_tensors(g)
         head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
         kept = [n for n in g.graph.node if n.name in keep]
-        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept, weight_bits=bits)
+        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept, weight_type=kind)
         if written is not None:
             _drop_qdq_of(written, logits)
             written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
@@ -256,7 +256,7 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
                  if user.name not in keep]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    new_inits += _quantize_weights(g, encoding, qparams, head, bits)
+    new_inits += _quantize_weights(g, encoding, qparams, head, kind)
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -355,9 +355,10 @@ def _insert_qdq(g, edges, ranges, encoding):
     return new_inits, head, after, qparams
 
 
-def _quantize_weights(g, encoding, qparams, head, bits=8):
+def _quantize_weights(g, encoding, qparams, head, kind="int8"):
     """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
-    ``cpu``, INT32 biases at activation scale x weight scale)."""
+    ``cpu``, INT32 biases at activation scale x weight scale). ``kind`` ``uint8``: the same levels shifted by
+    a zero point of 128 (CPUs without VNNI, see ``trtkit.cpuinfo``)."""
     numpy_helper = require("onnx.numpy_helper")
     helper = require("onnx.helper")
     new_inits, quantized_weights = [], set()
@@ -368,12 +369,15 @@ def _quantize_weights(g, encoding, qparams, head, bits=8):
             continue
         w_name, axis = found
         weight = g.array(w_name).astype(np.float32)
-        q, scales = quantize_weight(weight, axis, bits)
+        q, scales = quantize_weight(weight, axis)
+        zero = np.zeros(scales.shape, dtype=np.int8)
+        if kind == "uint8":
+            q, zero = (q.astype(np.int16) + 128).astype(np.uint8), np.full(scales.shape, 128, dtype=np.uint8)
         key = w_name
         if w_name not in quantized_weights:
             new_inits += [numpy_helper.from_array(q, key + "_quantized"),
                           numpy_helper.from_array(scales, key + "_scale"),
-                          numpy_helper.from_array(np.zeros(scales.shape, dtype=np.int8), key + "_zero_point")]
+                          numpy_helper.from_array(zero, key + "_zero_point")]
             head.append(helper.make_node("DequantizeLinear", [key + "_quantized", key + "_scale", key + "_zero_point"],
                                          [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
             quantized_weights.add(w_name)
