@@ -199,15 +199,45 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None):
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
-    written = _write_qdq(model, ranges, encoding, keep_float, target)
+    written = _write_qdq(model, ranges, encoding, keep_float)
+    if _weight_type(encoding, target) == "uint8":
+        shift_weights_to_uint8(written)
     _record_target(written, encoding, target)
     return written
 
 
+def _weight_type(encoding, target):
+    """``int8``, or ``uint8`` for a ``cpu`` graph made for a CPU without VNNI (``trtkit.cpuinfo``)."""
+    from trtkit.cpuinfo import weight_type
+    return weight_type(target) if encoding == "cpu" and target else "int8"
+
+
+def shift_weights_to_uint8(model):
+    """Rewrite every int8 weight of ``model`` (a DequantizeLinear reading an int8 initializer) as uint8 with
+    zero point 128, in place: the same levels, so the same dequantized weights, but run by ONNX Runtime's U8U8
+    kernels, which do not saturate on CPUs without VNNI. Not ONNX Runtime's quantizer's own
+    ``weight_type=QUInt8``: its symmetric uint8 grid (scale amax/127.5) is another rounding of the weights, and
+    measured on the zoo replicas it agreed less with FP32 than these levels do (benchmarks/emulated_cpu.py)."""
+    numpy_helper = require("onnx.numpy_helper")
+    onnx = require("onnx", "writing the INT8 ONNX")
+    inits = dict((i.name, i) for i in model.graph.initializer)
+    done = set()
+    for node in model.graph.node:
+        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or node.input[0] not in inits:
+            continue
+        weight, zero = inits[node.input[0]], inits.get(node.input[2])
+        if weight.data_type != onnx.TensorProto.INT8 or zero is None:
+            continue
+        for tensor in (weight, zero):
+            if tensor.name not in done:
+                shifted = numpy_helper.to_array(tensor).astype(np.int16) + 128
+                tensor.CopyFrom(numpy_helper.from_array(shifted.astype(np.uint8), tensor.name))
+                done.add(tensor.name)
+
+
 def _record_target(model, encoding, target):
     import json
-    from trtkit.cpuinfo import weight_type
-    kind = weight_type(target) if encoding == "cpu" and target else "int8"
+    kind = _weight_type(encoding, target)
     kept = [p for p in model.metadata_props if p.key != INT8_TARGET_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
@@ -229,10 +259,8 @@ def int8_target(model):
     return None
 
 
-def _write_qdq(model, ranges, encoding, keep_float, target):
+def _write_qdq(model, ranges, encoding, keep_float):
     check_encoding(encoding)
-    from trtkit.cpuinfo import weight_type
-    kind = weight_type(target) if encoding == "cpu" and target else "int8"
     model = _prepared(model)
     keep = set(keep_float)
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
@@ -243,7 +271,7 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
         logits = head_tensors(g)
         head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
         kept = [n for n in g.graph.node if n.name in keep]
-        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept, weight_type=kind)
+        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept)
         if written is not None:
             _drop_qdq_of(written, logits)
             written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
@@ -256,7 +284,7 @@ def _write_qdq(model, ranges, encoding, keep_float, target):
                  if user.name not in keep]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    new_inits += _quantize_weights(g, encoding, qparams, head, kind)
+    new_inits += _quantize_weights(g, encoding, qparams, head)
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -355,10 +383,9 @@ def _insert_qdq(g, edges, ranges, encoding):
     return new_inits, head, after, qparams
 
 
-def _quantize_weights(g, encoding, qparams, head, kind="int8"):
+def _quantize_weights(g, encoding, qparams, head):
     """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
-    ``cpu``, INT32 biases at activation scale x weight scale). ``kind`` ``uint8``: the same levels shifted by
-    a zero point of 128 (CPUs without VNNI, see ``trtkit.cpuinfo``)."""
+    ``cpu``, INT32 biases at activation scale x weight scale)."""
     numpy_helper = require("onnx.numpy_helper")
     helper = require("onnx.helper")
     new_inits, quantized_weights = [], set()
@@ -370,14 +397,11 @@ def _quantize_weights(g, encoding, qparams, head, kind="int8"):
         w_name, axis = found
         weight = g.array(w_name).astype(np.float32)
         q, scales = quantize_weight(weight, axis)
-        zero = np.zeros(scales.shape, dtype=np.int8)
-        if kind == "uint8":
-            q, zero = (q.astype(np.int16) + 128).astype(np.uint8), np.full(scales.shape, 128, dtype=np.uint8)
         key = w_name
         if w_name not in quantized_weights:
             new_inits += [numpy_helper.from_array(q, key + "_quantized"),
                           numpy_helper.from_array(scales, key + "_scale"),
-                          numpy_helper.from_array(zero, key + "_zero_point")]
+                          numpy_helper.from_array(np.zeros(scales.shape, dtype=np.int8), key + "_zero_point")]
             head.append(helper.make_node("DequantizeLinear", [key + "_quantized", key + "_scale", key + "_zero_point"],
                                          [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
             quantized_weights.add(w_name)

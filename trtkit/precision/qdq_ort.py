@@ -46,12 +46,11 @@ def supported():
             and hasattr(calibrate, "save_tensors_data"))
 
 
-def ort_cpu_qdq(model, ranges, cpu_range, exclude=(), weight_type="int8"):
+def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
     """The ``cpu`` Q/DQ ModelProto of ``model`` (opset >= 13, BatchNorm folded) from ``ranges``, or None
     when this ONNX Runtime cannot take precomputed ranges. ``cpu_range(entry)`` -> (rmin, rmax);
-    ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it);
-    ``weight_type`` ``uint8``: symmetric uint8 weights (zero point 128), run by ONNX Runtime's saturation-free
-    U8U8 kernels (for CPUs without VNNI, see ``trtkit.cpuinfo``)."""
+    ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it). Weights are
+    int8; ``qdq.write_qdq`` shifts them to uint8 for CPUs without VNNI (``qdq.shift_weights_to_uint8``)."""
     if not supported():
         return None
     for index, node in enumerate(model.graph.node):  # the quantizer excludes nodes by name
@@ -82,32 +81,6 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=(), weight_type="int8"):
                 extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
         finally:
             logging.disable(logging.NOTSET)
-        written = onnx.load(out)
-        if weight_type == "uint8":
-            shift_weights_to_uint8(written)
-        return written
+        return onnx.load(out)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def shift_weights_to_uint8(model):
-    """Rewrite every int8 weight of ``model`` (a DequantizeLinear reading an int8 initializer) as uint8 with
-    zero point 128: the same levels, so the same dequantized weights, but run by ONNX Runtime's U8U8 kernels,
-    which do not saturate on CPUs without VNNI. Not the quantizer's own ``weight_type=QUInt8``: its symmetric
-    uint8 grid (scale amax/127.5) is another rounding of the weights, and measured on the zoo replicas it
-    agreed less with FP32 than these levels do (benchmarks/emulated_cpu.py)."""
-    numpy_helper = require("onnx.numpy_helper")
-    onnx = require("onnx", "writing the INT8 ONNX")
-    inits = dict((i.name, i) for i in model.graph.initializer)
-    done = set()
-    for node in model.graph.node:
-        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or node.input[0] not in inits:
-            continue
-        weight, zero = inits[node.input[0]], inits.get(node.input[2])
-        if weight.data_type != onnx.TensorProto.INT8 or zero is None:
-            continue
-        for tensor in (weight, zero):
-            if tensor.name not in done:
-                shifted = numpy_helper.to_array(tensor).astype(np.int16) + 128
-                tensor.CopyFrom(numpy_helper.from_array(shifted.astype(np.uint8), tensor.name))
-                done.add(tensor.name)

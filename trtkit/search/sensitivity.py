@@ -27,7 +27,7 @@ def layer_sensitivity(maker, ranges, tune, reference_figures):
     model, encoding, use_cache = maker.fp32_model(), maker.encoding, maker.config.use_cache
     layers = quantizable_layers(model, encoding)
     key = hashlib.sha256(json.dumps([SENSITIVITY_FORMAT, graph_hash(model), encoding,
-                                     getattr(maker, "target", None), tune.identity, tune.metric, tune.kind.name,
+                                     maker.target, tune.identity, tune.metric, tune.kind.name,
                                      sorted((k, round(v["amax"], 7)) for k, v in ranges.items())]).encode("utf-8"))
     path = os.path.join(cache_dir("search"), key.hexdigest()[:24] + ".sensitivity.json")
     if use_cache and os.path.isfile(path):
