@@ -134,3 +134,16 @@ def versions(*names):
         except ImportError:
             found[name] = None
     return found
+
+
+def save_results(out, name, record, text):
+    """Write ``record`` as ``NAME.json`` and ``text`` as ``NAME.md`` into ``out``/<this device's slug>; print
+    where."""
+    from trtkit.bench.device import device_record
+    from trtkit.fileio import write_json, write_text
+    folder = os.path.join(out, device_record()["slug"])
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+    write_json(os.path.join(folder, name + ".json"), record)
+    write_text(os.path.join(folder, name + ".md"), text)
+    print("written: {}".format(os.path.join(folder, name + ".{json,md}")))

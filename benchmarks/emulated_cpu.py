@@ -178,9 +178,7 @@ def main(argv=None):
         worker(*args.worker)
         return 0
     os.environ.setdefault("OMP_NUM_THREADS", "2")
-    from benchmarks.common import cpu_description, describe_cpu, versions
-    from trtkit.bench.device import device_record
-    from trtkit.fileio import write_json, write_text
+    from benchmarks.common import cpu_description, describe_cpu, save_results, versions
     work = tempfile.mkdtemp(prefix="trtkit-emulated-")
     try:
         record = {"benchmark": "emulated_cpu", "command": " ".join(["python", "benchmarks/emulated_cpu.py"] + list(
@@ -192,12 +190,7 @@ def main(argv=None):
     text = markdown(record)
     print("\n" + text)
     if not args.no_save:
-        folder = os.path.join(args.out, device_record()["slug"])
-        if not os.path.isdir(folder):
-            os.makedirs(folder)
-        write_json(os.path.join(folder, "emulated_cpu.json"), record)
-        write_text(os.path.join(folder, "emulated_cpu.md"), text)
-        print("written: {}".format(os.path.join(folder, "emulated_cpu.{json,md}")))
+        save_results(args.out, "emulated_cpu", record, text)
     return 0
 
 

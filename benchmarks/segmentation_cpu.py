@@ -30,8 +30,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from benchmarks.common import (cpu_description, describe_cpu, nncf_int8, paired_ratio, time_rounds,  # noqa: E402
-                               versions, wait_quiet)
+from benchmarks.common import (cpu_description, describe_cpu, nncf_int8, paired_ratio, save_results,  # noqa: E402
+                               time_rounds, versions, wait_quiet)
 
 MODELS = ("sample", "fcn_resnet50", "deeplabv3_resnet50")
 
@@ -259,8 +259,6 @@ def _f(value):
 def main(argv=None):
     args = parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    from trtkit.bench.device import device_record
-    from trtkit.fileio import write_json, write_text
     work = tempfile.mkdtemp(prefix="trtkit-seg-cpu-")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     record = {"benchmark": "segmentation_cpu", "command": " ".join(["python", "benchmarks/segmentation_cpu.py"] +
@@ -273,14 +271,8 @@ def main(argv=None):
         record["models"].append(measure(name, args, work))
     text = markdown(record)
     print("\n" + text)
-    if args.no_save:
-        return 0
-    folder = os.path.join(args.out, device_record()["slug"])
-    if not os.path.isdir(folder):
-        os.makedirs(folder)
-    write_json(os.path.join(folder, "segmentation_cpu.json"), record)
-    write_text(os.path.join(folder, "segmentation_cpu.md"), text)
-    print("written: {}".format(os.path.join(folder, "segmentation_cpu.{json,md}")))
+    if not args.no_save:
+        save_results(args.out, "segmentation_cpu", record, text)
     return 0
 
 
