@@ -12,8 +12,11 @@
   fixes ``pixel_scale`` 255, mean 0, std 1: the graph normalizes itself.
 * A ``[N, C, 1, 1]`` output (a 1x1 convolution as classifier: Caffe2's
   SqueezeNet and DenseNet) is flattened to ``[N, C]``.
+* A channels-last map output (``[N, H, W, C]``: TFLite and Keras segmenters
+  through tf2onnx) of a model whose input was NHWC gets a Transpose to
+  ``[N, C, H, W]``, the layout every step reads (``nhwc_output_to_nchw``).
 * ``output_kind``: what the output holds (``trtkit.outputs``): a Softmax,
-  LogSoftmax or Sigmoid at its end (possibly through a Flatten/Reshape/Squeeze)
+  LogSoftmax or Sigmoid at its end (possibly through a Flatten/Reshape/Squeeze/Transpose)
   and its column count tell class scores, probabilities, a binary score and
   multi-label sigmoids apart; every step then uses that kind's decision rule.
 """
@@ -23,7 +26,11 @@ from trtkit.errors import InputError
 from trtkit.onnx.normalize import dims_of, graph_inputs, has_shape
 
 _TO_NCHW = [0, 3, 1, 2]
-_PASS_THROUGH = ("Flatten", "Reshape", "Squeeze", "Identity", "Cast")
+# ops that move an output's values without changing them: the activation before them decides (tf2onnx writes a
+# Reshape and a Transpose after a TFLite segmenter's final Sigmoid; read past them, such a probability map was
+# taken for logits and thresholded at 0, agreeing with the package's own masks on 88% of pixels)
+_PASS_THROUGH = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Cast")
+_SIGMOIDS = ("Sigmoid", "HardSigmoid")
 
 
 def _perm(node):
@@ -91,6 +98,49 @@ def nhwc_to_nchw(model):
     how = "removed its Transpose to NCHW" if not others else "a Transpose to NHWC now feeds its other consumers"
     return "the input '{}' was NHWC {}: it now takes NCHW {} ({})".format(name, _show(before), _show(dims_of(value)),
                                                                           how)
+
+
+def is_nhwc_map(dims):
+    """True for ``[N, H, W, C]`` dims of a channels-last output: C fixed and smaller than H and W (which may be
+    dynamic), or ``[N, 1, 1, C]`` (a channels-last classifier's 1x1 map)."""
+    if len(dims) != 4 or not isinstance(dims[3], int) or dims[3] < 1:
+        return False
+    h, w, c = dims[1], dims[2], dims[3]
+    if h == 1 and w == 1:
+        return c > 1
+    return all(d is None or (isinstance(d, int) and d > c) for d in (h, w)) and (h is None or h > 1) \
+        and (w is None or w > 1)
+
+
+def nhwc_output_to_nchw(model):
+    """Give the first output of a model whose input was NHWC a Transpose to NCHW when it is a channels-last
+    map (``is_nhwc_map``), in place; returns a note, or None when not needed."""
+    if not model.graph.output:
+        return None
+    output = model.graph.output[0]
+    dims = dims_of(output)
+    if not is_nhwc_map(dims):
+        return None
+    helper = require("onnx.helper")
+    inner = output.name + "_nhwc"
+    for node in model.graph.node:
+        for i, out in enumerate(node.output):
+            if out == output.name:
+                node.output[i] = inner
+        for i, inp in enumerate(node.input):
+            if inp == output.name:
+                node.input[i] = inner
+    model.graph.node.append(helper.make_node("Transpose", [inner], [output.name], name=output.name + "_to_nchw",
+                                             perm=_TO_NCHW))
+    shape = output.type.tensor_type.shape.dim
+    old = [type(shape[i])() for i in range(4)]
+    for i in range(4):
+        old[i].CopyFrom(shape[i])
+    for target, source in enumerate(_TO_NCHW):
+        shape[target].CopyFrom(old[source])
+    del model.graph.value_info[:]
+    return "the output '{}' was channels-last {} like the input: it now gives NCHW {}".format(
+        output.name, _show(dims), _show(dims_of(output)))
 
 
 def input_dtype(model):
@@ -243,7 +293,7 @@ def output_kind(model, task="classification"):
         return "log-probabilities"
     if columns is None:
         return None
-    if activation == "Sigmoid":
+    if activation in _SIGMOIDS:
         if task == "segmentation" and columns != 1:
             return None  # a sigmoid per channel of a map: overlapping masks, not one class per pixel
         return "binary-probability" if columns == 1 else "multilabel-probabilities"

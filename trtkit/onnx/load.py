@@ -167,12 +167,14 @@ def _show(dims):
     return "[{}]".format(", ".join(str(d) if d is not None else "?" for d in dims))
 
 
-def prepare_onnx(src, dst, notes=None, layout=None, task=None):
+def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
     """Normalize ``src`` into ``dst`` (see module doc). Returns (OnnxSummary, list of notes).
 
     ``layout`` (``nchw``/``nhwc``, None: detect) is the user's word on the input layout; one that
     contradicts the graph is refused (``onnx.layout.is_nhwc``). The summary records the source model's
     input layout and dtype (``source_layout``, ``source_dtype``): trtkit's artifacts take NCHW float32.
+    ``output``: of several outputs, the one kept (``--output``; the others and what only they need are
+    dropped); without it the first is judged and a warning names the others.
     """
     from trtkit.onnx import layout as onnx_layout, normalize as norm
     onnx = require("onnx", "reading ONNX files")
@@ -185,6 +187,9 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None):
     if unknown:
         notes.append("named {} dynamic dimension(s) given as -1, 0 or a placeholder (height and width apart)".format(unknown))
     check_image_input(model)
+    picked = pick_output(model, output)
+    if picked:
+        notes.append(picked)
     source_dtype = onnx_layout.input_dtype(model)
     converted = onnx_layout.uint8_input_to_float(model)
     if converted:
@@ -192,6 +197,9 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None):
     source_layout = "nhwc" if onnx_layout.is_nhwc(model, layout) else "nchw"
     if source_layout == "nhwc":
         notes.append(onnx_layout.nhwc_to_nchw(model))
+        moved = onnx_layout.nhwc_output_to_nchw(model)
+        if moved:
+            notes.append(moved)
     summary = OnnxSummary(model)
     if summary.batch is not None:
         model, note = norm.free_batch(model, summary.input_name, summary.batch, summary.image_shape)
@@ -225,6 +233,59 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None):
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
     return summary, notes
+
+
+def pick_output(model, name=None):
+    """Keep only the output ``name`` of ``model`` (in place), with the nodes it needs; returns a note. Without
+    ``name``, a model of several outputs keeps them all and a warning says that only the first is judged:
+    verification, the precision search, predict and serve read the first output, and a landmark regressor's
+    63 coordinates judged as 63 class scores would give a meaningless agreement."""
+    outputs = list(model.graph.output)
+    described = ", ".join("'{}' {}".format(o.name, _show(dims_of(o))) for o in outputs)
+    if name is None:
+        if len(outputs) > 1:
+            log.warn("the ONNX has {} outputs ({}): trtkit judges only the first, '{}'; if another one holds the "
+                     "class scores or the map, pass --output NAME (the others are then dropped)".format(
+                         len(outputs), described, outputs[0].name))
+        return None
+    wanted = [o for o in outputs if o.name == name]
+    if not wanted:
+        raise InputError("--output {}: the ONNX has no such output (it has {})".format(name, described),
+                         hint="pass one of the names listed")
+    if len(outputs) == 1:
+        return None
+    del model.graph.output[:]
+    model.graph.output.extend(wanted)
+    needed, kept = {name}, set()
+    while True:  # to a fixed point: the user's graph need not be in topological order
+        grown = False
+        for index, node in enumerate(model.graph.node):
+            if index not in kept and any(out in needed for out in node.output):
+                kept.add(index)
+                needed.update(i for i in node.input if i)
+                needed.update(_subgraph_inputs(node))
+                grown = True
+        if not grown:
+            break
+    nodes = [node for index, node in enumerate(model.graph.node) if index in kept]
+    removed = len(model.graph.node) - len(nodes)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    kept_inits = [i for i in model.graph.initializer if i.name in needed]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept_inits)
+    return "kept the output '{}' of {} ({} nodes only the others needed removed)".format(name, described, removed)
+
+
+def _subgraph_inputs(node):
+    """Names the subgraphs of an If/Loop/Scan ``node`` read from the outer scope (they keep their producers)."""
+    names = set()
+    for attr in node.attribute:
+        for graph in list(attr.g.node and [attr.g] or []) + list(attr.graphs):
+            for inner in graph.node:
+                names.update(i for i in inner.input if i)
+                names.update(_subgraph_inputs(inner))
+    return names
 
 
 def _with_output_shape(model):

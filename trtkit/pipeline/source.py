@@ -37,10 +37,11 @@ class ModelOptions(Options):
     (None: detected from the model's output: [N, classes] or a [N, C, H, W] map); ``image_sizes``: (smallest,
     largest) image size the artifacts must run at (H and W dynamic; None: the input size only); ``threshold``:
     a one-column or multi-label output's decision threshold (positive when > it; None: 0.5 for probabilities,
-    0 for logits), recorded in the manifest's output kind as ``KIND@THRESHOLD``."""
+    0 for logits), recorded in the manifest's output kind as ``KIND@THRESHOLD``; ``output``: the output of a
+    several-output ONNX to build and judge (the others are dropped; None: the first is judged, all kept)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None, task=None, image_sizes=None, opset=None, threshold=None):
+                 input=None, output_kind=None, task=None, image_sizes=None, opset=None, threshold=None, output=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         from trtkit.onnx.opsets import parse_opset
@@ -48,6 +49,10 @@ class ModelOptions(Options):
         if onnx and self.opset is not None:
             raise InputError("--opset sets the opset of an export; an --onnx file keeps its own",
                              hint="drop --opset, or export the model again at that opset")
+        if output is not None and not onnx:
+            raise InputError("--output picks one output of an --onnx file",
+                             hint="a PyTorch model's output is what its forward returns")
+        self.output = output
         self.module = None
         if model is not None and not isinstance(model, str):
             if not hasattr(model, "state_dict") or not callable(model):
@@ -138,6 +143,9 @@ class ModelOptions(Options):
                    "last Softmax/LogSoftmax/Sigmoid and column count; a PyTorch module: logits, or binary-logit "
                    "for one column; needed for multilabel-logits, and where the output's column count is not "
                    "fixed): " + output_kinds_help()),
+        Field("output", metavar="NAME",
+              help="of an ONNX with several outputs, the one to build and judge: the others are dropped from the "
+                   "artifacts (default: every output kept, the first judged, with a warning naming them)"),
         Field("threshold", type=float, metavar="T",
               help="decision threshold of a one-channel (binary) or multi-label output: positive when the output "
                    "is > T, e.g. 0.3 for a text detector whose package thresholds its probability map at 0.3 "
@@ -186,7 +194,8 @@ def _onnx_source(options, work_dir):
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     overrides = options.input_overrides()
-    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"), task=options.task)
+    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"), task=options.task,
+                                  output=options.output)
     for note in notes:
         log.info("onnx: " + note)
     c, h, w = summary.image_shape
