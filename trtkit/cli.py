@@ -75,6 +75,9 @@ def main(argv=None, commands=None):
     return run_command(args._run, args)
 
 
+INTERNAL_ERROR = 70  # EX_SOFTWARE of sysexits.h
+
+
 def run_command(func, args):
     """Run a command function with trtkit's error policy (used by scripts/*.py too)."""
     verbose = getattr(args, "verbose", False)
@@ -90,6 +93,14 @@ def run_command(func, args):
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
+    except Exception as exc:  # a bug in trtkit or a library under it: one line unless --verbose
+        if verbose:
+            traceback.print_exc()
+        text = str(exc).strip().splitlines()
+        sys.stderr.write("error: internal error, {}: {} (a trtkit bug or one of a library it calls: rerun with "
+                         "--verbose for the traceback and report it)\n".format(type(exc).__name__,
+                                                                               text[0][:300] if text else ""))
+        return INTERNAL_ERROR
 
 
 def script_main(module_name, argv=None):

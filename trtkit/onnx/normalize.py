@@ -111,6 +111,43 @@ def mark_unknown_dims(model, value_infos):
     return count
 
 
+def sort_nodes(model):
+    """Put the nodes of ``model``'s graph in topological order (in place); returns how many moved.
+
+    The ONNX standard requires it and ``onnx.checker`` enforces it, but the float16 converters append the
+    Casts they add for FP32 graph inputs at the end, after their readers (ONNX Runtime and OpenVINO load
+    such graphs anyway; any tool that checks them refuses). onnx has no public sort, and ONNX Runtime's
+    (``onnxruntime.transformers``) is not there where only onnxconverter-common is (a Jetson), so this is
+    Kahn's algorithm, stable: nodes already in order keep their places. Names a node reads from an outer
+    scope or that nothing produces count as available, so a graph that cannot be sorted keeps its order.
+    """
+    graph = model.graph
+    nodes = list(graph.node)
+    produced = set(out for node in nodes for out in node.output if out)
+    ready = set()
+    ordered, pending = [], nodes
+    while pending:
+        waiting = []
+        for node in pending:
+            if all(not name or name in ready or name not in produced for name in node.input):
+                ordered.append(node)
+                ready.update(out for out in node.output if out)
+            else:
+                waiting.append(node)
+        if len(waiting) == len(pending):  # a cycle, or a producer that never becomes ready: keep the rest
+            ordered.extend(waiting)
+            break
+        pending = waiting
+    moved = sum(1 for a, b in zip(nodes, ordered) if a is not b)
+    if moved:
+        copies = [type(node)() for node in ordered]
+        for copy, node in zip(copies, ordered):
+            copy.CopyFrom(node)
+        del graph.node[:]
+        graph.node.extend(copies)
+    return moved
+
+
 def sums_to_adds(model):
     """``Sum`` of two tensors (Caffe2's residual) becomes ``Add``: the same result, and INT8 writers and
     runtimes fuse Add. Returns the count."""

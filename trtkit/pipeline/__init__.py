@@ -9,4 +9,5 @@ is the import for callers that want the options object rather than
 
 from trtkit.pipeline.options import BuildOptions  # noqa: F401
 from trtkit.pipeline.source import ModelOptions  # noqa: F401
-from trtkit.pipeline.run import build, format_table  # noqa: F401
+from trtkit.pipeline.run import build  # noqa: F401
+from trtkit.pipeline.table import format_table  # noqa: F401

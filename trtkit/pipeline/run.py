@@ -19,8 +19,7 @@ import time
 from trtkit import log
 from trtkit.backends.base import BuildInputs
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
-from trtkit.errors import DeviceUnavailable
-from trtkit.fileio import human_bytes
+from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.pipeline.manifest import new_manifest, save_manifest
 from trtkit.pipeline.records import ArtifactRecord
 
@@ -78,6 +77,9 @@ def _select_verify_data(state):
         state.source.info["input"] = contract.to_dict()
     if state.source.info.get("task") == "segmentation":  # masks are its labels; a folder's are per image
         labels = selection.masks is not None
+        if not labels:
+            log.info("{} has no masks (images/ + masks/ with the same names): verification reports pixel "
+                     "agreement with FP32, not mIoU against ground truth".format(state.data))
         if contract.class_names is not None and num_classes is not None and len(contract.class_names) != num_classes:
             contract.class_names = None
             state.source.info["input"] = contract.to_dict()
@@ -168,9 +170,13 @@ def _verify_all(state, records):
             try:
                 stack.enter_context(runner)
             except DeviceUnavailable as exc:
-                record.update(verify=None, throughput_ips=None, status="built",
-                              status_detail="not run: {}".format(exc))
-                log.warn("{} built but not run: {}".format(record["name"], exc))
+                _not_run(record, "built", "not run: {}".format(exc), "built but not run")
+                continue
+            except InputError as exc:  # a variant the runtime refuses fails alone; the others are verified
+                if record["precision"] == "fp32":  # the user's own graph: nothing to compare with
+                    raise
+                _not_run(record, "failing", "the runtime refused this variant: {}".format(exc.args[0]),
+                         "trtkit wrote this graph: please report it; the other variants go on")
                 continue
             runners[record["name"]] = (runner, _comparison(state.source.info))
         if not runners:
@@ -202,6 +208,11 @@ def _verify_all(state, records):
     return summary
 
 
+def _not_run(record, status, detail, note):
+    record.update(verify=None, throughput_ips=None, status=status, status_detail=detail)
+    log.warn("{}: {} ({})".format(record["name"], detail, note))
+
+
 def _comparison(info):
     """The streamed comparison for the model's task: per image (``verify.Comparison``) or per pixel
     (``dense.DenseComparison``), by the output kind's decision rule."""
@@ -231,8 +242,8 @@ def _judge(record, threshold):
         record["status_detail"] = "verified on no image: nothing was compared"
     elif agreement < threshold:
         record["status"] = "failing"
-        record["status_detail"] = "{} agreement {:.2%} is below {:.0%}".format(
-            _agreement_name(record["verify"]), agreement, threshold)
+        record["status_detail"] = "{} agreement {:.2%} is below {:g}%".format(
+            _agreement_name(record["verify"]), agreement, round(100.0 * threshold, 4))  # 99.5%, not "100%"
     elif _miou_drop(record) is not None:
         record["status"] = "failing"
         record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(
@@ -408,36 +419,3 @@ def _select(state, manifest, search):
     search["reports"] = write_reports(state.folder.staging, state.name, search, selection)
     search.pop("sensitivity")  # in the report files; the manifest names them
     manifest["search"] = search
-
-
-def format_table(manifest):
-    """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status (for a
-    segmentation model: pixel agreement and mIoU)."""
-    dense = manifest.get("model", {}).get("task") == "segmentation"
-    metric = "mIoU" if dense else "accuracy"
-    header = ["variant", "backend", "size", "pixel agree" if dense else "top-1 agree", metric, "max |diff|", "img/s",
-              "status"]
-    rows = []
-    for a in manifest["artifacts"]:
-        v = a.get("verify") or {}
-        rows.append([
-            a["name"], a["backend"], human_bytes(a["bytes"]),
-            _pct(v.get("top1_agreement")), _pct(v.get("accuracy")),
-            "{:.2e}".format(v["max_abs_diff"]) if v.get("max_abs_diff") is not None else "-",
-            "{:.1f}".format(a["throughput_ips"]) if a.get("throughput_ips") else "-",
-            a.get("status", "-"),
-        ])
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    ref = manifest["artifacts"][0].get("verify", {}) if manifest["artifacts"] else {}
-    if ref and ref.get("reference_accuracy") is not None:
-        lines.append("reference (FP32 {}) {}: {}".format(
-            "PyTorch" if manifest.get("export", {}).get("reference") == "pytorch-fp32" else "ONNX", metric,
-            _pct(ref["reference_accuracy"])))
-    return "\n".join(lines)
-
-
-def _pct(value):
-    return "{:.2%}".format(value) if value is not None else "-"

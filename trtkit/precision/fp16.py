@@ -9,10 +9,14 @@ Softmax, shape arithmetic) stay FP32, with Casts inserted around them.
 from trtkit.deps import available, require
 from trtkit.errors import MissingDependency
 from trtkit.fileio import atomic_path
+from trtkit.onnx.normalize import sort_nodes
 
-# Beyond the converter's own block list (ML ops, TopK, Range...): numerically fragile ops.
+# Beyond the converter's own block list (ML ops, TopK, Range...): numerically fragile ops, and the Q/DQ of a
+# model that comes already quantized (a TFLite model with int8 weights through tf2onnx): before opset 19 their
+# scales must be float32, and ONNX Runtime refuses the whole graph when the converter makes them float16.
 KEEP_FP32_OPS = ["Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceL2", "LayerNormalization",
-                 "Pow", "Sqrt", "Exp", "Log", "Resize", "Upsample"]
+                 "Pow", "Sqrt", "Exp", "Log", "Resize", "Upsample",
+                 "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"]
 
 
 def _converter():
@@ -37,7 +41,9 @@ def layers_to_fp16(model, layers):
     convert, block_list = _converter()
     wanted = set(layers)
     others = [node.name for node in model.graph.node if node.name not in wanted]
-    return convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS, node_block_list=others)
+    converted = convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS, node_block_list=others)
+    sort_nodes(converted)
+    return converted
 
 
 def convert_fp16(src, dst):
@@ -48,6 +54,7 @@ def convert_fp16(src, dst):
     present = set(node.op_type for node in model.graph.node)
     blocked = sorted(set(block_list + KEEP_FP32_OPS) & present)
     converted = convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS)
+    sort_nodes(converted)  # the converter appends its input Casts after their readers
     with atomic_path(dst) as tmp:
         onnx.save(converted, tmp)
     return blocked

@@ -25,13 +25,18 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None):
     choose_tune_metric(tune, reference, num_classes)
     fp32 = maker.fp32()
     fp32.tune = dict(reference, drop=0.0)
-    candidates = [fp32, _scored(maker.fp16(), tune, reference)]
+    candidates = [fp32] + [c for c in [_scored(maker.fp16(), tune, reference)] if c is not None]
     best = None
     for method in config.methods:
         candidate = _scored(maker.int8(method, label="int8-" + method), tune, reference)
+        if candidate is None:
+            continue
         candidates.append(candidate)
         if best is None or candidate.tune["drop"] < best.tune["drop"]:
             best = candidate
+    if best is None:
+        return candidates, {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
+                            "best_method": None, "best_drop": None, "layers": 0, "sensitivity": []}
     needed = best.tune["drop"] > config.max_drop
     # one tune-split evaluation per layer: on a large segmentation model that is most of the search, and it
     # only serves the mixed variant, so it runs only when plain INT8 misses the budget
@@ -47,8 +52,9 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None):
         if mixed is not None:
             candidates.append(mixed)
             if maker.encoding == "tensorrt":  # TensorRT's fast float is FP16; the FP32-kept twin is the fallback
-                candidates.append(_scored(maker.mixed(best, mixed.meta["kept_layers"], kept_in="fp16"), tune,
-                                          reference))
+                twin = _scored(maker.mixed(best, mixed.meta["kept_layers"], kept_in="fp16"), tune, reference)
+                if twin is not None:
+                    candidates.append(twin)
         else:
             log.warn("no mixed INT8 variant meets --max-drop {:g} on the tune split, even with every layer in "
                      "float".format(config.max_drop))
@@ -70,7 +76,15 @@ def choose_tune_metric(tune, reference, num_classes):
 
 
 def _scored(variant, tune, reference):
-    variant.tune = evaluate(variant.onnx_path, tune, reference)
+    """``variant`` with its tune figures, or None (with a warning) when ONNX Runtime cannot run its graph:
+    the other candidates go on (measured: tf2onnx's graph of a TFLite model with int8 weights made an FP16
+    graph ONNX Runtime refused, and the search stopped with a traceback)."""
+    from trtkit.errors import InputError
+    try:
+        variant.tune = evaluate(variant.onnx_path, tune, reference)
+    except InputError as exc:
+        log.warn("--precision auto: {} left out: {}".format(variant.label, exc))
+        return None
     return variant
 
 

@@ -83,7 +83,13 @@ def logits_of(model, images, batch_size=32, decide=None):
     data = model if isinstance(model, str) else model.SerializeToString()
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own error types differ between its versions
+        from trtkit.errors import InputError
+        text = str(exc).strip().splitlines()
+        raise InputError("ONNX Runtime cannot load {}: {}".format(
+            model if isinstance(model, str) else "a graph of the search", text[0][:300] if text else exc))
     name = session.get_inputs()[0].name
     fixed = session.get_inputs()[0].shape[0]
     size = fixed if isinstance(fixed, int) and fixed > 0 else batch_size
