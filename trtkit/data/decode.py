@@ -59,7 +59,7 @@ def read_image_sized(path, contract, draft=True):
     Image = require("PIL.Image", "reading image files")
     with Image.open(path) as image:
         original = image.size
-        if draft and image.format == "JPEG":
+        if draft and image.format == "JPEG" and contract.resize_filter == "pil":  # a draft shrinks by area
             image.draft(None, resize_target(original, contract))
         image.load()
         return preprocess(image, contract, original_size=original), original
