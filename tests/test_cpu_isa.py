@@ -75,7 +75,9 @@ def saturated_pairs(cols, weights):
     return int(np.sum((pairs > 32767) | (pairs < -32768)))
 
 
-def test_8_bit_weights_saturate_16_bit_pairs_on_real_tensors_and_7_bit_do_not(sample, tmp_path):
+def test_int8_weights_saturate_16_bit_pairs_on_real_tensors(sample, tmp_path):
+    """Why an AVX2 target gets uint8 weights: the u8 x s8 kernels of CPUs without VNNI (vpmaddubsw) sum pairs
+    of products in 16 bits, and the sample's real activations with its int8 weights overflow some of them."""
     onnx = pytest.importorskip("onnx")
     from onnx import numpy_helper
     from trtkit.data import select
@@ -95,7 +97,7 @@ def test_8_bit_weights_saturate_16_bit_pairs_on_real_tensors_and_7_bit_do_not(sa
     session = _instrumented_session(graph, names)
     batch = images.load(progress=False).images[:8]
     activations = dict(zip(names, session.run(names, {session.get_inputs()[0].name: batch})))
-    counts = {8: 0, 7: 0}
+    saturated = 0
     for node in convs:
         w = weights[node.input[1]]
         attrs = dict((a.name, onnx.helper.get_attribute_value(a)) for a in node.attribute)
@@ -104,12 +106,10 @@ def test_8_bit_weights_saturate_16_bit_pairs_on_real_tensors_and_7_bit_do_not(sa
         scale = (rmax - rmin) / 255.0
         u8 = np.clip(np.round(activations[node.input[0]] / scale) + np.round(-rmin / scale), 0, 255)
         cols = _im2col(u8, w.shape[2], attrs.get("strides", [1])[0], attrs.get("pads", [0])[0])[:600]
-        for bits in counts:
-            q, _ = quantize_weight(w, 0, bits)
-            assert np.abs(q).max() <= (127 if bits == 8 else 63)
-            counts[bits] += saturated_pairs(cols, q.reshape(q.shape[0], -1))
-    assert counts[8] > 0, "8-bit weights should saturate some 16-bit pairs of the sample's real tensors"
-    assert counts[7] == 0
+        q, _ = quantize_weight(w, 0)
+        assert np.abs(q).max() <= 127
+        saturated += saturated_pairs(cols, q.reshape(q.shape[0], -1))
+    assert saturated > 0, "int8 weights should saturate some 16-bit pairs of the sample's real tensors"
 
 
 def test_an_avx2_build_writes_uint8_weights_keeps_its_gate_and_records_its_target(tmp_path):

@@ -38,6 +38,17 @@ def warn(message):
     sys.stderr.flush()
 
 
+_WARNED = set()
+
+
+def warn_once(message):
+    """``warn``, unless this very message was already given in this process (a data folder's finding is made
+    once per selection of it: calibration and verification would say it twice)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warn(message)
+
+
 def _interactive():
     if os.environ.get("TRTKIT_PROGRESS") == "1":
         return True

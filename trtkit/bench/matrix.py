@@ -33,10 +33,11 @@ def plain_row(row):
     return dict((k, v) for k, v in row.items() if k != "_stats")
 
 
-def run_matrix(variants, images, options, device=None, progress_label="benchmarking", on_rows=None):
+def run_matrix(variants, images, options, device=None, progress_label="benchmarking", on_rows=None, output_kind=None):
     """Measure every variant; returns {"device", "options", "results", "seconds"} (JSON-ready).
 
-    ``on_rows(rows)`` (optional) gets the rows measured so far in the current pass (JSON-ready, without
+    ``output_kind``: what the model's output holds (``trtkit.outputs``; None: logits, binary-logit for one
+    column), whose rule the agreement with the baseline uses. ``on_rows(rows)`` (optional) gets the rows measured so far in the current pass (JSON-ready, without
     their raw samples) each time one more is complete: gpu_check saves them, so a step stopped at its
     time limit keeps every row done."""
     from trtkit.bench.device import device_record
@@ -44,7 +45,7 @@ def run_matrix(variants, images, options, device=None, progress_label="benchmark
     start = time.time()
     device = device or device_record()
     ordered = sorted(variants, key=lambda v: not v.is_baseline)  # baseline first: reference logits
-    reference = {}
+    reference = {"kind": output_kind}  # the baseline's outputs join it; agreement by the model's decision rule
     part = options.one_pass() if options.repeats > 1 else options
     cells = len(ordered) * len(options.sizes())
     with affinity.pinned(options.threads, options.pin) as cores:

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from trtkit import log
-from trtkit.bench.agreement import compare_outputs
+from trtkit.bench.agreement import agreement_of, compare_outputs
 from trtkit.bench.timing import HostTimer, make_batch, measure_latency, measure_throughput
 from trtkit.errors import DeviceUnavailable, TrtkitError
 
@@ -132,7 +132,8 @@ def agreement_logits(runner, images):
 
 
 def _set_agreement(variant, runner, images, options, reference, base):
-    """Top-1 agreement with the FP32 eager baseline (measured first, its logits kept in ``reference``)."""
+    """Agreement with the FP32 eager baseline (measured first, its outputs kept in ``reference``), by the
+    output kind in ``reference["kind"]`` (``agreement.decisions``)."""
     if variant.agreement is not None or reference is None or options.agree_images <= 0:
         return
     if variant.is_baseline:
@@ -140,9 +141,9 @@ def _set_agreement(variant, runner, images, options, reference, base):
         variant.agreement = 1.0
     elif reference.get("logits") is not None:
         logits = agreement_logits(runner, images[:options.agree_images])
-        variant.agreement = float(np.mean(logits.argmax(1) == reference["logits"].argmax(1)))
-        # max |diff| and top-1 against the eager logits, judged by the variant's precision's tolerance
-        base["check"] = compare_outputs(reference["logits"], logits, variant.precision)
+        variant.agreement = agreement_of(reference["logits"], logits, reference.get("kind"))
+        # max |diff| and agreement against the eager outputs, judged by the variant's precision's tolerance
+        base["check"] = compare_outputs(reference["logits"], logits, variant.precision, reference.get("kind"))
     base["agreement"] = variant.agreement
 
 

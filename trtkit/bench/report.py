@@ -31,7 +31,7 @@ def _pct(value):
 def markdown_table(result):
     """The results table (rows in measured order, skipped variants listed below it)."""
     lines = ["| model | precision / backend | batch | FPS | speed-up | latency p50 (ms) | latency p99 (ms) "
-             "| top-1 agreement | CV |",
+             "| agreement | CV |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     notes = []
     for row in result["results"]:

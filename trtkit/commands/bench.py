@@ -37,6 +37,8 @@ def _flag_input(args):
 
 def add_arguments(parser):
     src = parser.add_argument_group("what to benchmark")
+    src.add_argument("build", nargs="?", default=None, metavar="BUILD",
+                     help="build folder or manifest.json, as predict and serve take it (same as --manifest)")
     src.add_argument("--manifest", default=None, metavar="PATH",
                      help="build folder or manifest.json (default: build/engines, the last build_engine.py build)")
     src.add_argument("--checkpoint", metavar="FILE", help="benchmark this PyTorch checkpoint instead of a build")
@@ -104,6 +106,10 @@ def run(args):
                            extra_passes=args.extra_passes)
     torch_modes = None if args.no_torch or args.torch_modes == "none" else (
         "auto" if args.torch_modes == "auto" else _name_list(args.torch_modes))
+    if args.build and args.manifest and args.build != args.manifest:
+        raise InputError("two builds given: {} and --manifest {}".format(args.build, args.manifest),
+                         hint="give one")
+    args.manifest = args.manifest or args.build
     manifest = build = None
     if args.checkpoint or args.artifact:
         if args.manifest:
@@ -128,7 +134,7 @@ def run(args):
     log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads{}".format(
         len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads,
         "" if options.pin else " (not pinned)"))
-    result = run_matrix(variants, images, options)
+    result = run_matrix(variants, images, options, output_kind=(manifest.get("model") or {}).get("output_kind"))
     result["source"] = {"manifest": os.path.join(build.folder, "manifest.json") if build else None,
                         "images": source}
     title = args.title or "{} benchmark".format(variants[0].model)

@@ -265,15 +265,15 @@ def reconcile_classes(found, labels, names, what):
             lookup = np.asarray([names.index(n) for n in found], dtype=np.int64)
             labels = np.where(labels >= 0, lookup[np.maximum(labels, 0)], -1)
         if len(found) < len(names):
-            log.warn("{} has {} of the model's {} classes".format(what, len(found), len(names)))
+            log.warn_once("{} has {} of the model's {} classes".format(what, len(found), len(names)))
         return names, labels
     if found and len(found) != len(names):
         other = [n for n in found if n not in names][0]
-        log.warn("{} has {} classes but the model's class names list {} ('{}' is not among them): its labels are "
+        log.warn_once("{} has {} classes but the model's class names list {} ('{}' is not among them): its labels are "
                  "not used (check --class-names)".format(what, len(found), len(names), other))
         return names, None
     if labels is not None and len(labels) and int(labels.max()) >= len(names):
-        log.warn("{} has label {} but the model's class names list only {}: its labels are not used "
+        log.warn_once("{} has label {} but the model's class names list only {}: its labels are not used "
                  "(check --class-names)".format(what, int(labels.max()), len(names)))
         return names, None
     return names, labels

@@ -66,10 +66,9 @@ def cpu_range(entry):
     return rmin, rmax
 
 
-def quantize_weight(weight, axis, bits=8):
-    """Symmetric per-channel INT8 of ``weight`` along ``axis``: (int8 array, float32 scales). ``bits`` 7 keeps
-    |q| <= 63 (CPUs without VNNI: ``trtkit.cpuinfo``)."""
-    limit = 127 if bits == 8 else 63
+def quantize_weight(weight, axis):
+    """Symmetric per-channel INT8 of ``weight`` along ``axis``: (int8 array, float32 scales)."""
+    limit = 127
     moved = np.moveaxis(weight, axis, 0)
     amax = np.abs(moved.reshape(moved.shape[0], -1)).max(axis=1)
     scales = np.where(amax > 0, amax / float(limit), 1.0).astype(np.float32)

@@ -102,8 +102,8 @@ def choose(records, max_drop, metric, label=None):
     floats = [r for r in rows if not is_quantized(r["precision"]) and r["throughput_ips"]]
     fastest_float = max(floats, key=lambda r: r["throughput_ips"]) if floats else None
     for row in rows:
-        if is_quantized(row["precision"]) and row["within_budget"] and fastest_float and row["throughput_ips"] \
-                and row["throughput_ips"] < fastest_float["throughput_ips"]:
+        if is_quantized(row["precision"]) and row["within_budget"] and row["passes_gate"] and fastest_float \
+                and row["throughput_ips"] and row["throughput_ips"] < fastest_float["throughput_ips"]:
             notes.append("{} keeps accuracy but runs at {:.1f} img/s, slower than {} ({:.1f} img/s) on this "
                          "backend".format(row["name"], row["throughput_ips"], fastest_float["name"],
                                           fastest_float["throughput_ips"]))
