@@ -82,3 +82,26 @@ def test_table_output_and_errors(sample_build, digit_files, tmp_path):
         errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and phrase in errors[0], result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_predict_skips_an_unreadable_file_names_it_and_predicts_the_others(sample_build, digit_files, tmp_path):
+    """A corrupt file among many costs only its own prediction: a warning names it, the others are predicted,
+    and the exit code and the last line say that one was skipped."""
+    import shutil
+    out, _ = sample_build
+    folder, truth = digit_files
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    good = sorted(truth)[:3]
+    for path in good:
+        shutil.copy(path, str(mixed / os.path.basename(path)))
+    (mixed / "0_broken.png").write_bytes(b"\x89PNG not really")
+    result = run_cli(["predict", out, str(mixed), "--json", "--precision", "fp32"])
+    assert result.returncode == 2, result.stderr
+    predicted = [record["image"] for record in json.loads(result.stdout)]
+    assert sorted(os.path.basename(p) for p in predicted) == sorted(os.path.basename(p) for p in good)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: skipped")]
+    assert len(warnings) == 1 and "0_broken.png" in warnings[0]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "1 of 4 images could not be read" in errors[0] and "0_broken.png" in errors[0]
+    assert "Traceback" not in result.stderr

@@ -69,10 +69,11 @@ class Classifier(LoadedModel):
         for a multi-label model its positive labels (at most ``top_k``)."""
         return [top for _, top in self.iter_predict(inputs, top_k)]
 
-    def iter_predict(self, inputs, top_k=5, workers=None):
-        """Yield ``(label, top)`` per input as its batch finishes: label is the file path (``<array>`` ...)."""
+    def iter_predict(self, inputs, top_k=5, workers=None, on_unreadable=None):
+        """Yield ``(label, top)`` per input as its batch finishes: label is the file path (``<array>`` ...).
+        ``on_unreadable(path, error)``: files that cannot be read go to it and are skipped (None: an error)."""
         top_k = _check_k(top_k)
-        for labels, out, _ in self._run(inputs, workers):
+        for labels, out, _ in self._run(inputs, workers, on_unreadable):
             for label, top in zip(labels, self.top(out, top_k)):
                 yield label, top
 

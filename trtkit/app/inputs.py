@@ -130,14 +130,27 @@ def decode_bytes(data, contract):
                          hint="send encoded JPEG or PNG bytes")
 
 
-def batches(inputs, contract, batch_size, workers=None):
+def batches(inputs, contract, batch_size, workers=None, on_unreadable=None):
     """Yield (labels, float32 NCHW batch, sizes) of at most ``batch_size`` images, in input order, decoding as it
-    goes; ``sizes``: each image's own (w, h), None for inputs given preprocessed."""
+    goes; ``sizes``: each image's own (w, h), None for inputs given preprocessed. ``on_unreadable(path, error)``:
+    a file that cannot be read is passed to it and left out (None: its InputError stops the run)."""
     from trtkit.data.decode import default_workers, imap_ordered
     labels, rows, sizes = [], [], []
     entries = expand(inputs)
-    for label, (array, size) in imap_ordered(lambda e: (e[0], prepare(e, contract)), entries,
-                                             workers or default_workers(), ahead=2 * batch_size):
+
+    def load(entry):
+        try:
+            return entry[0], prepare(entry, contract)
+        except InputError as exc:
+            if on_unreadable is None or entry[1] != "path":
+                raise
+            return entry[0], exc
+
+    for label, prepared in imap_ordered(load, entries, workers or default_workers(), ahead=2 * batch_size):
+        if isinstance(prepared, InputError):
+            on_unreadable(label, prepared)
+            continue
+        array, size = prepared
         labels.append(label)
         rows.append(array)
         sizes.append(size)

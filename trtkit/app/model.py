@@ -113,7 +113,7 @@ class LoadedModel(object):
         """The output of no input: float32 with 0 rows and the output's other dims (0 where dynamic)."""
         return np.zeros([0] + [d or 0 for d in self.output_shape], dtype=np.float32)
 
-    def _run(self, inputs, workers=None):
+    def _run(self, inputs, workers=None, on_unreadable=None):
         """Yield (labels, outputs, sizes) per batch of at most ``batch_size`` inputs (a float batch is sliced, not
         copied); ``sizes``: each image's own (w, h), None for preprocessed inputs."""
         from trtkit.pipeline.verify import run_batches
@@ -128,7 +128,7 @@ class LoadedModel(object):
                 yield ["<array>"] * count, run_batches(self.runner, chunk, self.batch_size), [None] * count
             return
         from trtkit.app.inputs import batches
-        for labels, batch, sizes in batches(inputs, self.contract, self.batch_size, workers):
+        for labels, batch, sizes in batches(inputs, self.contract, self.batch_size, workers, on_unreadable):
             yield labels, run_batches(self.runner, batch, self.batch_size), sizes
 
     # ------------------------------------------------------------ lifecycle

@@ -60,9 +60,10 @@ class Segmenter(LoadedModel):
         """Per input its mask of class indices at the image's own size (see the class doc)."""
         return [mask for _, mask in self.iter_predict(inputs)]
 
-    def iter_predict(self, inputs, workers=None):
-        """Yield ``(label, mask)`` per input as its batch finishes: label is the file path (``<array>`` ...)."""
-        for labels, scores, sizes in self._run(inputs, workers):
+    def iter_predict(self, inputs, workers=None, on_unreadable=None):
+        """Yield ``(label, mask)`` per input as its batch finishes: label is the file path (``<array>`` ...).
+        ``on_unreadable(path, error)``: files that cannot be read go to it and are skipped (None: an error)."""
+        for labels, scores, sizes in self._run(inputs, workers, on_unreadable):
             for label, mask in zip(labels, self.masks(scores, sizes)):
                 yield label, mask
 

@@ -68,22 +68,45 @@ def run(args):
         if args.out and not segment:
             raise InputError("--out writes the masks of a segmentation build; {} is a classifier".format(
                 model.name), hint="drop --out")
+        skipped = _Skipped()
         writer = JsonWriter(sys.stdout) if args.json else TableWriter(sys.stdout, files, args.top_k, model.class_names)
         show = len(files) >= PROGRESS_FROM and not (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
         with log.Progress("{} {} images".format("segmenting" if segment else "classifying", len(files)),
                           total=len(files), unit="img") if show else _Nothing() as bar:
             if segment:
-                _segment(model, files, args, writer, bar)
+                _segment(model, files, args, writer, bar, skipped)
             else:
-                for label, top in model.iter_predict(files, args.top_k):
+                for label, top in model.iter_predict(files, args.top_k, on_unreadable=skipped):
                     writer.write(label, top)
                     if bar is not None:
                         bar.update()
         writer.close()
+    if skipped.files:
+        first = skipped.errors[0]
+        if len(files) == 1:
+            raise first
+        raise InputError("{} of {} images could not be read and have no prediction ({}{}); the others were "
+                         "predicted".format(len(skipped.files), len(files), first.message,
+                                            ", and the others named above" if len(skipped.files) > 1 else ""),
+                         hint="remove or replace those files")
     return 0
 
 
-def _segment(model, files, args, writer, bar):
+class _Skipped(object):
+    """Files ``predict`` could not read: each said in a warning as it comes, the run goes on with the others
+    (one corrupt file among thousands must not cost the rest their predictions), and the exit code says so."""
+
+    def __init__(self):
+        self.files, self.errors = [], []
+
+    def __call__(self, path, error):
+        from trtkit import log
+        self.files.append(path)
+        self.errors.append(error)
+        log.warn("skipped: {}".format(error.message))
+
+
+def _segment(model, files, args, writer, bar, skipped=None):
     """Masks of ``files``: a summary each (``writer``), and the mask and overlay files with ``--out``."""
     from trtkit import log
     from trtkit.app.mask_files import MaskWriter, record
@@ -92,7 +115,7 @@ def _segment(model, files, args, writer, bar):
         log.info("each image's classes covering most of its pixels (share of the pixels the model saw)")
     with output_dir(args.out) if args.out else _Nothing() as out:
         files_writer = MaskWriter(out, files) if out else None
-        for label, mask in model.iter_predict(files):
+        for label, mask in model.iter_predict(files, on_unreadable=skipped):
             summary = record(label, mask, model, args.top_k)
             if files_writer is not None:
                 summary["mask"], summary["overlay"] = files_writer.write(label, mask)
@@ -103,7 +126,8 @@ def _segment(model, files, args, writer, bar):
             if bar is not None:
                 bar.update()
     if args.out:
-        log.info("wrote {} mask(s) and overlay(s) to {}".format(len(files), args.out))
+        log.info("wrote {} mask(s) and overlay(s) to {}".format(len(files) - len(skipped.files if skipped else []),
+                                                                 args.out))
 
 
 class _Nothing(object):
