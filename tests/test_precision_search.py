@@ -232,3 +232,19 @@ def test_a_tune_split_near_chance_ranks_candidates_by_agreement():
     # a trained model's tune split keeps the budget in accuracy (mIoU here)
     trained = TuneSet(np.zeros((4, 3, 16, 16), np.float32), masks, masks.copy(), "t", dense=True)
     assert choose_tune_metric(trained, score(trained.reference, trained), 3) == "accuracy"
+
+
+def test_the_mixed_search_keeps_the_verification_gate_as_well_as_the_budget():
+    """Measured on MediaPipe's selfie segmenter with drawn masks: INT8 "raised" the mIoU (a reference near its
+    noise) while agreeing 93% per pixel, so the search sized a 2-layer mixed variant by the budget alone and
+    every quantized candidate failed its 98% gate."""
+    from trtkit.search.candidates import Limits
+    limits = Limits(1.0, 0.98)
+    assert limits.met({"drop": 0.5, "agreement": 0.99})
+    assert not limits.met({"drop": -1.2, "agreement": 0.93})
+    assert not limits.met({"drop": 1.5, "agreement": 0.999})
+    assert Limits(1.0).met({"drop": -1.2, "agreement": 0.93})
+    table = [{"layer": "a", "drop": 0.4, "agreement": 0.999}, {"layer": "b", "drop": -0.2, "agreement": 0.95},
+             {"layer": "c", "drop": 0.9, "agreement": 0.998}]
+    assert [r["layer"] for r in limits.rank(table)] == ["b", "c", "a"]  # b alone spends 2.5x the gate's margin
+    assert [r["layer"] for r in Limits(1.0).rank(table)] == ["c", "a", "b"]

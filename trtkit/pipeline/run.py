@@ -68,14 +68,16 @@ def _select_verify_data(state):
     names = selection.class_names
     num_classes = state.source.num_classes
     labels = selection.labels is not None
+    dense = state.source.info.get("task") == "segmentation"
     if labels and names is not None and num_classes is not None and len(names) != num_classes:
-        log.info("data has {} classes, the model {}: accuracy is not reported, agreement is".format(
-            len(names), num_classes))
+        if not dense:  # a segmentation model's labels are masks, said below
+            log.info("data has {} classes, the model {}: accuracy is not reported, agreement is".format(
+                len(names), num_classes))
         labels = False
     if contract.class_names is None and names is not None and (num_classes is None or len(names) == num_classes):
         contract.class_names = list(names)
         state.source.info["input"] = contract.to_dict()
-    if state.source.info.get("task") == "segmentation":  # masks are its labels; a folder's are per image
+    if dense:  # masks are its labels; a folder's are per image
         labels = selection.masks is not None
         if not labels:
             log.info("{} has no masks (images/ + masks/ with the same names): verification reports pixel "
@@ -366,7 +368,8 @@ def _build_into(options, folder):
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
-                                             state.source.info.get("task"), state.source.num_classes)
+                                             state.source.info.get("task"), state.source.num_classes,
+                                             gate=_threshold(state, "mixed"))
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

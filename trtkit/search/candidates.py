@@ -3,9 +3,9 @@
 Each INT8 candidate is calibrated once (statistics are shared and cached, so a
 second method only recomputes ranges) and scored on the tune split. The best
 method's ranges rank the layers (``sensitivity``, measured only when plain INT8 loses more
-than the budget on the tune split: it costs one evaluation per layer); then the mixed variant keeps the k most
-sensitive layers in float, with k the smallest that meets the budget
-(bisection: the drop falls as k grows). For TensorRT a twin keeps those layers
+than the budget on the tune split, or agrees with FP32 less than its verification gate wants: it costs one
+evaluation per layer); then the mixed variant keeps the k most sensitive layers in float, with k the smallest
+that keeps both the budget and the gate (``Limits``; bisection: the loss falls as k grows). For TensorRT a twin keeps those layers
 in FP16 (its fast float); the FP32-kept one stays a candidate, so FP32 is
 chosen only where the FP16 twin fails its verification or is slower. Final figures of every candidate come
 later, from the build's verification on the held-out split.
@@ -15,10 +15,11 @@ from trtkit import log
 from trtkit.search.tune import evaluate, load_tune_set, score
 
 
-def make_candidates(maker, config, kind=None, task=None, num_classes=None):
+def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
-    (candidates, search record for the manifest)."""
+    (candidates, search record for the manifest). ``gate``: the agreement with FP32 a quantized variant's
+    verification wants (None: the budget alone)."""
     from trtkit.search.sensitivity import layer_sensitivity
     tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task)
     reference = score(tune.reference, tune)
@@ -37,18 +38,21 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None):
     if best is None:
         return candidates, {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
                             "best_method": None, "best_drop": None, "layers": 0, "sensitivity": []}
-    needed = best.tune["drop"] > config.max_drop
+    limits = Limits(config.max_drop, gate)
+    needed = not limits.met(best.tune)
     # one tune-split evaluation per layer: on a large segmentation model that is most of the search, and it
     # only serves the mixed variant, so it runs only when plain INT8 misses the budget
-    table = layer_sensitivity(maker, best.calibration.result.ranges, tune, reference) if needed else []
+    table = limits.rank(layer_sensitivity(maker, best.calibration.result.ranges, tune, reference)) if needed else []
     if not needed:
-        log.info("layer sensitivity: not needed, int8-{} loses {:.2f} points on the tune split (budget {:g})".format(
-            best.calibration.method, best.tune["drop"], config.max_drop))
+        log.info("layer sensitivity: not needed, int8-{} loses {:.2f} points on the tune split (budget {:g}){}".format(
+            best.calibration.method, best.tune["drop"], config.max_drop,
+            "" if gate is None else " and agrees {:.2%} with FP32 (gate {:g}%)".format(best.tune["agreement"],
+                                                                                     100.0 * gate)))
     record = {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
               "best_method": best.calibration.method, "best_drop": best.tune["drop"], "layers": len(table),
               "sensitivity": table}
     if needed and table:
-        mixed = _mixed(maker, best, table, tune, reference, config.max_drop)
+        mixed = _mixed(maker, best, table, tune, reference, limits)
         if mixed is not None:
             candidates.append(mixed)
             if maker.encoding == "tensorrt":  # TensorRT's fast float is FP16; the FP32-kept twin is the fallback
@@ -56,8 +60,9 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None):
                 if twin is not None:
                     candidates.append(twin)
         else:
-            log.warn("no mixed INT8 variant meets --max-drop {:g} on the tune split, even with every layer in "
-                     "float".format(config.max_drop))
+            log.warn("no mixed INT8 variant meets --max-drop {:g}{} on the tune split, even with every layer in "
+                     "float".format(config.max_drop, "" if gate is None else " and the {:g}% agreement gate".format(
+                         100.0 * gate)))
     return candidates, record
 
 
@@ -88,8 +93,32 @@ def _scored(variant, tune, reference):
     return variant
 
 
-def _mixed(maker, best, table, tune, reference, max_drop):
-    """The mixed Variant with the fewest float layers that meets ``max_drop`` on the tune split, or None."""
+class Limits(object):
+    """What a quantized candidate must keep on the tune split: the budget (``max_drop`` points in the tune
+    metric) and, with ``gate``, the agreement with FP32 its verification wants. Measured before the gate took
+    part: on MediaPipe's selfie segmenter with drawn masks the mIoU "rose" under INT8 (a reference near its
+    noise), so a 2-layer mixed variant met the budget while agreeing 93% per pixel, and failed its gate."""
+
+    def __init__(self, max_drop, gate=None):
+        self.max_drop = max_drop
+        self.gate = gate
+
+    def met(self, figures):
+        return figures["drop"] <= self.max_drop and (self.gate is None or figures["agreement"] >= self.gate)
+
+    def rank(self, table):
+        """The sensitivity table ordered by how far each layer alone goes toward either limit (its share of
+        the budget, or of the agreement the gate allows to lose), most sensitive first."""
+        def reach(row):
+            parts = [row["drop"] / self.max_drop if self.max_drop > 0 else row["drop"]]
+            if self.gate is not None and self.gate < 1.0:
+                parts.append((1.0 - row["agreement"]) / (1.0 - self.gate))
+            return max(parts)
+        return sorted(table, key=lambda row: -reach(row))
+
+
+def _mixed(maker, best, table, tune, reference, limits):
+    """The mixed Variant with the fewest float layers that keeps ``limits`` on the tune split, or None."""
     ranked = [row["layer"] for row in table]
     ranges = best.calibration.result.ranges
     trials = {}
@@ -103,11 +132,11 @@ def _mixed(maker, best, table, tune, reference, max_drop):
         return trials[k]
 
     low, high = 1, len(ranked)
-    if trial(high)[1]["drop"] > max_drop:
+    if not limits.met(trial(high)[1]):
         return None
-    while low < high:  # the smallest k whose drop meets the budget
+    while low < high:  # the smallest k that keeps the limits
         middle = (low + high) // 2
-        if trial(middle)[1]["drop"] <= max_drop:
+        if limits.met(trial(middle)[1]):
             high = middle
         else:
             low = middle + 1
