@@ -223,3 +223,21 @@ def test_resize_filter_opencv_decodes_a_large_jpeg_whole(tmp_path):
     decoded = np.asarray(Image.open(path).convert("RGB"))
     expected = opencv_linear(decoded, 64, 64).transpose(2, 0, 1).astype(np.float32)
     assert np.array_equal(read_image(path, contract), expected)
+
+
+def test_a_16_bit_png_keeps_its_tones_and_an_rgba_array_reads_as_its_pil_image(tmp_path):
+    """A blind test found a 16-bit PNG photo clipped to white (PIL's own conversion) and an RGBA array refused
+    while the same image as a PIL object was taken."""
+    from PIL import Image
+    ramp = (np.arange(64 * 64, dtype=np.uint32).reshape(64, 64) * 16).astype(np.uint16)  # 0 .. 65520
+    path = str(tmp_path / "deep.png")
+    Image.fromarray(ramp).save(path)
+    assert Image.open(path).mode.startswith("I")
+    contract = InputContract(size=64, resize="stretch", mean=0, std=1, pixel_scale=255)
+    got = read_image(path, contract)
+    expected = np.round(ramp / 65535.0 * 255.0)
+    assert np.abs(got[0] - expected).max() <= 1 and got.min() == 0 and got.max() >= 254
+    assert 100 < got.mean() < 155  # tones kept, not white
+    rgba = np.random.RandomState(0).randint(0, 256, (20, 30, 4)).astype(np.uint8)
+    small = InputContract(size=16, resize="stretch")
+    assert np.array_equal(preprocess(rgba, small), preprocess(Image.fromarray(rgba, "RGBA"), small))

@@ -65,10 +65,20 @@ def test_onnx_repository_matches_artifacts(sample_build, tmp_path):
         assert config_io(config)["input"] == ("float32", [3, 64, 64])
         assert config.max_batch_size == triton_config.DEFAULT_MAX_BATCH
         assert list(config.dynamic_batching.preferred_batch_size) == [16, 32]
-        assert config.instance_group[0].kind == pb2.ModelInstanceGroup.KIND_GPU
+        # verified on this CPU: served on the CPU (KIND_GPU would not load in a Triton without a GPU)
+        assert config.instance_group[0].kind == pb2.ModelInstanceGroup.KIND_CPU
         with open(served, "rb") as a, open(os.path.join(out_dir, artifact["path"]), "rb") as b:
             assert a.read() == b.read()
     assert partial_files(repo) == []
+    gpu = str(tmp_path / "gpu")
+    assert main(["export-triton", out_dir, "--out", gpu, "--instance-kind", "gpu", "-q"]) == 0
+    assert parse(os.path.join(gpu, "resnet18_fp32", "config.pbtxt")).instance_group[0].kind == \
+        pb2.ModelInstanceGroup.KIND_GPU
+    options = triton_config.TritonOptions()
+    assert triton_config.instance_kind_of(options, "plan") == "gpu"
+    cuda = {"device": "cuda:0", "providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
+    assert triton_config.instance_kind_of(options, "onnx", cuda) == "gpu"
+    assert triton_config.instance_kind_of(options, "onnx", manifest["artifacts"][0]["ran_on"]) == "cpu"
 
 
 def test_existing_model_needs_force(sample_build, tmp_path, capsys):

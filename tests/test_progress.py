@@ -41,3 +41,18 @@ def test_off_a_terminal_the_end_line_has_the_rate(monkeypatch, capsys):
     text = captured.out + captured.err
     assert "calibration statistics ..." in text
     assert "calibration statistics done in" in text and "img/s" in text
+
+
+def test_off_a_terminal_a_long_step_logs_its_status_now_and_then(monkeypatch, capsys):
+    """A blind test found the 8-minute layer-sensitivity phase silent in a log: off a terminal a step says
+    where it is every ``LOG_EVERY`` seconds."""
+    clock = [1000.0]
+    monkeypatch.setattr(log, "_interactive", lambda: False)
+    monkeypatch.setattr(log.time, "time", lambda: clock[0])
+    with log.Progress("layer sensitivity", total=10, unit="layer") as bar:
+        for _ in range(10):
+            clock[0] += 10.0
+            bar.update(1)
+    text = capsys.readouterr().err
+    status = [line for line in text.splitlines() if line.startswith("layer sensitivity: ")]
+    assert len(status) == 3 and "3/10 layer" in status[0] and "ETA" in status[0], text

@@ -38,6 +38,7 @@ def warn(message):
     sys.stderr.flush()
 
 
+LOG_EVERY = 30.0  # seconds between a long step's status lines when stderr is no terminal
 _WARNED = set()
 
 
@@ -115,6 +116,9 @@ class Progress(object):
         if self._live and (now - self._last_draw > 0.1 or (self.total and self.count >= self.total)):
             self._last_draw = now
             self._draw(now)
+        elif not self._live and not _state["quiet"] and now - max(self._last_draw, self._start) >= LOG_EVERY:
+            self._last_draw = now  # off a terminal (a CI log, nohup): a status line now and then, not silence
+            info("{}: {}{}".format(self.label, self.status(now), " " + self.postfix if self.postfix else ""))
 
     def status(self, now=None):
         """The bar's text without the bar: "37/128 step, 12.3 step/s, 1m05s, ETA 7s"."""

@@ -66,14 +66,14 @@ def _array(array):
             raise InputError("a float array of shape {} is no preprocessed image: expected CxHxW or NxCxHxW".format(
                 shape), hint=_KINDS_HINT)
     elif array.dtype == np.uint8:
-        if array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (1, 3)):
+        if array.ndim == 2 or (array.ndim == 3 and array.shape[2] in (1, 3, 4)):
             yield "<array>", "pixels", array
-        elif array.ndim == 4 and array.shape[3] in (1, 3):
+        elif array.ndim == 4 and array.shape[3] in (1, 3, 4):
             for row in array:
                 yield "<array>", "pixels", row
         else:
-            raise InputError("a uint8 array of shape {} is no image: expected HxW, HxWxC or NxHxWxC with C 1 or "
-                             "3".format(shape), hint="pass a list of images, or a float32 NxCxHxW batch")
+            raise InputError("a uint8 array of shape {} is no image: expected HxW, HxWxC or NxHxWxC with C 1, 3 "
+                             "or 4".format(shape), hint="pass a list of images, or a float32 NxCxHxW batch")
     else:
         raise InputError("cannot classify a {} array: pixels are uint8, preprocessed inputs float".format(
             array.dtype), hint=_KINDS_HINT)
@@ -182,7 +182,7 @@ def image_files(paths):
                         ignored += 1
             if not found:
                 raise InputError("no images in folder {}".format(path),
-                                 hint="image files end in " + ", ".join(IMAGE_EXTENSIONS[:5]))
+                                 hint="image files end in " + ", ".join(IMAGE_EXTENSIONS))
             files.extend(sorted(found))
         elif os.path.exists(path):
             files.append(path)

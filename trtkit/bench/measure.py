@@ -17,7 +17,6 @@ recorded.
 
 import sys
 
-import numpy as np
 
 from trtkit import log
 from trtkit.bench.agreement import agreement_of, compare_outputs

@@ -14,7 +14,6 @@ so tests give it constructed per-pass figures.
 
 import numpy as np
 
-from trtkit import log
 from trtkit.bench.measure import set_figures
 from trtkit.bench.timing import Stats
 
@@ -60,9 +59,7 @@ def merge_passes(passes, max_cv):
                 r.get("reason", "") for r in same if r.get("status") != "ok"))
         stats = row.pop("_stats", {})
         row["warnings"] = ["{} {}".format(what, s.warning()) for what, s in sorted(stats.items()) if s.warning()]
-        row["warnings"] += drift
-        for text in row["warnings"]:
-            log.warn("{} batch {}: {}".format(row["variant"], row["batch"], text))
+        row["warnings"] += drift  # shown once, under the results table (bench.report), not also as they come
         merged.append(row)
     return merged
 

@@ -44,8 +44,9 @@ def add_arguments(parser):
                        help="how long a request may wait for a fuller batch (default: 100)")
     serve.add_argument("--no-dynamic-batching", action="store_true", help="serve each request as it comes")
     serve.add_argument("--instances", type=int, default=1, metavar="N", help="model instances per device (default: 1)")
-    serve.add_argument("--instance-kind", default="gpu", choices=["gpu", "cpu"],
-                       help="where instances run (default: gpu; cpu is for ONNX models)")
+    serve.add_argument("--instance-kind", default="auto", choices=["auto", "gpu", "cpu"],
+                       help="where instances run (default auto: GPU for TensorRT engines and for ONNX the build ran "
+                            "on a GPU, else CPU; cpu is for ONNX models)")
     serve.add_argument("--gpus", metavar="LIST", help="GPU ids for the instances, e.g. 0,1 (default: every GPU)")
     serve.add_argument("--json", action="store_true", help="print what was written as JSON")
 

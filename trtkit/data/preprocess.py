@@ -47,19 +47,31 @@ def to_pil(pixels):
     array = np.asarray(pixels)
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
-    if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] != 3):
-        raise InputError("pixels must be uint8 HxW or HxWx3 (RGB), got {} {}".format(array.dtype, array.shape),
-                         hint="float arrays are taken as already preprocessed (C, H, W)")
-    return Image.fromarray(np.ascontiguousarray(array), "L" if array.ndim == 2 else "RGB")
+    if array.dtype != np.uint8 or array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (3, 4)):
+        raise InputError("pixels must be uint8 HxW, HxWx3 (RGB) or HxWx4 (RGBA), got {} {}".format(
+            array.dtype, array.shape), hint="float arrays are taken as already preprocessed (C, H, W)")
+    mode = "L" if array.ndim == 2 else "RGB" if array.shape[2] == 3 else "RGBA"  # RGBA: as a PIL RGBA image
+    return Image.fromarray(np.ascontiguousarray(array), mode)
 
 
 def for_channels(image, channels):
     """``image`` in the mode to resize in: 'L'/'F' kept (repeated to 3 channels later), else 'RGB' or 'L'."""
     if image.mode in _GRAY_MODES:
         return image
-    if channels == 1 or image.mode in ("1", "LA", "La") or image.mode.startswith("I"):
+    if image.mode.startswith("I"):
+        return _grey_8bit(image)
+    if channels == 1 or image.mode in ("1", "LA", "La"):
         return image.convert("L")
     return image if image.mode == "RGB" else image.convert("RGB")
+
+
+def _grey_8bit(image):
+    """A 16- or 32-bit grey image ('I;16', 'I') as 'L', its range scaled down: PIL's own conversion clips every
+    value above 255 to white (measured: a 16-bit PNG photo came out 95% white and was segmented as background)."""
+    Image = _pil()
+    values = np.asarray(image).astype(np.float64)
+    top = 65535.0 if image.mode.startswith("I;16") or values.max() > 255 else 255.0
+    return Image.fromarray(np.clip(np.round(values * (255.0 / top)), 0, 255).astype(np.uint8), "L")
 
 
 PADDED = ("pad", "height")  # resize modes that fill the rest of the input with zeros (after normalization)

@@ -127,7 +127,8 @@ def _stage_model(build, artifact, name, staging, options, check):
         comment += ("\nTensorRT-RTX engine: needs a Triton whose TensorRT backend runs TensorRT-RTX plans"
                     "\n(the stock 'tensorrt' backend loads engines of its own TensorRT version only)")
     max_batch, preferred = plan_batching(io, kind, options, label=name)
-    text = model_config_text(name, io, kind, options, comment=comment, batching=(max_batch, preferred))
+    text = model_config_text(name, io, kind, options, comment=comment, batching=(max_batch, preferred),
+                             ran_on=artifact.get("ran_on"))
     if check:
         parse_model_config(text)
     folder = os.path.join(staging, name)

@@ -35,18 +35,34 @@ def triton_type(spec):
                          hint="use one of " + ", ".join(sorted(TRITON_TYPES)))
 
 
+INSTANCE_KINDS = ("auto", "gpu", "cpu")
+
+
+def instance_kind_of(options, kind, ran_on=None):
+    """Where the instances of an artifact of ``kind`` (plan/onnx) run: ``options.instance_kind``, or with
+    ``auto`` a GPU for TensorRT engines and for ONNX the build ran on a GPU (``ran_on`` names CUDA), else the
+    CPU. Measured before: every ONNX export said KIND_GPU, which a Triton without a GPU refuses to load."""
+    if options.instance_kind != "auto":
+        return options.instance_kind
+    ran_on = ran_on or {}
+    providers = " ".join(ran_on.get("providers") or []) if isinstance(ran_on, dict) else str(ran_on)
+    device = str(ran_on.get("device", "")) if isinstance(ran_on, dict) else ""
+    on_gpu = device.startswith("cuda") or any(name in providers for name in ("CUDA", "Tensorrt", "ROCM"))
+    return "gpu" if kind == "plan" or on_gpu else "cpu"
+
+
 class TritonOptions(object):
-    """How the served model batches and where its instances run."""
+    """How the served model batches and where its instances run (``instance_kind`` auto: ``instance_kind_of``)."""
 
     def __init__(self, max_batch_size=None, preferred_batch_sizes=None, max_queue_delay_us=DEFAULT_QUEUE_DELAY_US,
-                 instances=1, instance_kind="gpu", gpus=None, dynamic_batching=True, plan_backend="tensorrt",
+                 instances=1, instance_kind="auto", gpus=None, dynamic_batching=True, plan_backend="tensorrt",
                  onnx_backend="onnxruntime"):
         if max_batch_size is not None and max_batch_size < 0:
             raise InputError("--max-batch-size must be 0 or more")
         if instances < 1:
             raise InputError("--instances must be 1 or more")
-        if instance_kind not in ("gpu", "cpu"):
-            raise InputError("unknown instance kind '{}'".format(instance_kind), hint="use gpu or cpu")
+        if instance_kind not in INSTANCE_KINDS:
+            raise InputError("unknown instance kind '{}'".format(instance_kind), hint="use auto, gpu or cpu")
         if max_queue_delay_us < 0:
             raise InputError("--max-queue-delay-us must be 0 or more")
         self.max_batch_size = max_batch_size
@@ -93,13 +109,15 @@ def plan_batching(io, kind, options, label="artifact"):
     return max_batch, sorted(set(preferred))
 
 
-def model_config_text(name, io, kind, options, comment=None, batching=None):
+def model_config_text(name, io, kind, options, comment=None, batching=None, ran_on=None):
     """The ``config.pbtxt`` text (protobuf text format of Triton's ModelConfig) for one model.
 
-    ``batching`` is ``plan_batching``'s result when the caller has it already.
+    ``batching`` is ``plan_batching``'s result when the caller has it already; ``ran_on``: where the build
+    verified the artifact (its ``ran_on`` record), which ``instance_kind_of`` reads for ``auto``.
     """
     max_batch, preferred = batching or plan_batching(io, kind, options, label=name)
-    if kind == "plan" and options.instance_kind != "gpu":
+    instance = instance_kind_of(options, kind, ran_on)
+    if kind == "plan" and instance != "gpu":
         raise InputError("a TensorRT engine runs on a GPU only", hint="drop --instance-kind cpu, or serve the ONNX")
     cut = 1 if max_batch > 0 else 0
     lines = []
@@ -129,8 +147,8 @@ def model_config_text(name, io, kind, options, comment=None, batching=None):
     lines.append("instance_group [")
     lines.append("  {")
     lines.append("    count: {}".format(options.instances))
-    lines.append("    kind: {}".format("KIND_GPU" if options.instance_kind == "gpu" else "KIND_CPU"))
-    if options.gpus and options.instance_kind == "gpu":
+    lines.append("    kind: {}".format("KIND_GPU" if instance == "gpu" else "KIND_CPU"))
+    if options.gpus and instance == "gpu":
         lines.append("    gpus: [ {} ]".format(", ".join(str(int(g)) for g in options.gpus)))
     lines.append("  }")
     lines.append("]")

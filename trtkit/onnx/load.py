@@ -274,14 +274,15 @@ def pick_output(model, name=None):
     kept_inits = [i for i in model.graph.initializer if i.name in needed]
     del model.graph.initializer[:]
     model.graph.initializer.extend(kept_inits)
-    return "kept the output '{}' of {} ({} nodes only the others needed removed)".format(name, described, removed)
+    return "kept the output '{}' of {}, and removed the {} node(s) only the others needed".format(
+        name, described, removed)
 
 
 def _subgraph_inputs(node):
     """Names the subgraphs of an If/Loop/Scan ``node`` read from the outer scope (they keep their producers)."""
     names = set()
     for attr in node.attribute:
-        for graph in list(attr.g.node and [attr.g] or []) + list(attr.graphs):
+        for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
             for inner in graph.node:
                 names.update(i for i in inner.input if i)
                 names.update(_subgraph_inputs(inner))

@@ -105,6 +105,8 @@ def _export(state):
                                   opset=options.source.opset, contract=state.source.contract,
                                   image_sizes=options.source.image_sizes,
                                   tensorrt_version=state.backend.onnx_parser_version())
+    from trtkit.pipeline.source import read_exported_kind
+    read_exported_kind(state.source.info, options.source, state.fp32_onnx)
     reference = torch_logits(model, images, options.batch_size)
     comparison = _comparison(state.source.info)
     diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
@@ -192,6 +194,10 @@ def _verify_all(state, records):
             for runner, comparison in runners.values():
                 comparison.update(run_batches(runner, images, options.batch_size), expected,
                                   labels if labels_usable else None)
+        if 0 < summary["images"] < FEW_IMAGES:
+            log.warn("verified on {} held-out image(s) only: one flip moves agreement by {:.0%}, so the gates say "
+                     "little; give more images (--data, --verify-images)".format(summary["images"],
+                                                                              1.0 / summary["images"]))
         summary["seconds"] = round(time.time() - start, 2)
         if summary["seconds"] > 0:
             summary["images_per_second"] = round(summary["images"] / summary["seconds"], 1)
@@ -208,6 +214,9 @@ def _verify_all(state, records):
             _judge(record, _threshold(state, record["precision"]))
         _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
     return summary
+
+
+FEW_IMAGES = 20  # a held-out split smaller than this gets a warning: its figures move in steps of 5% or more
 
 
 def _not_run(record, status, detail, note):

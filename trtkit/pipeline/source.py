@@ -49,9 +49,9 @@ class ModelOptions(Options):
         if onnx and self.opset is not None:
             raise InputError("--opset sets the opset of an export; an --onnx file keeps its own",
                              hint="drop --opset, or export the model again at that opset")
-        if output is not None and not onnx:
-            raise InputError("--output picks one output of an --onnx file",
-                             hint="a PyTorch model's output is what its forward returns")
+        if output is not None and not onnx and (model is None or isinstance(model, str)):
+            raise InputError("--output picks one output of an --onnx file or of a module's tuple or dict",
+                             hint="a checkpoint's model returns one output")
         self.output = output
         self.module = None
         if model is not None and not isinstance(model, str):
@@ -223,6 +223,26 @@ def _onnx_source(options, work_dir):
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
 
 
+def read_exported_kind(info, options, onnx_path):
+    """Set ``info["output_kind"]`` of a PyTorch model to what its exported graph shows (a Softmax, LogSoftmax or
+    Sigmoid at its end, read as for an ONNX file), unless ``options.output_kind`` (``--output-kind``) said.
+    Measured before: MTCNN's RNet (facenet-pytorch) ends in nn.Softmax, was taken for logits, and predict,
+    serve and the Triton config applied a second softmax (a face at 99.84% shown at 73%)."""
+    from trtkit.onnx.layout import output_kind
+    from trtkit.outputs import OutputKind
+    if options.output_kind is not None:
+        return
+    found = output_kind(require("onnx").load(onnx_path), info.get("task") or "classification")
+    if found is None or found == OutputKind.parse(info["output_kind"]).name.split("@")[0]:
+        return
+    kind = OutputKind.parse(found)
+    if options.threshold is not None:
+        kind = kind.with_threshold(options.threshold)
+    info["output_kind"] = kind.name
+    log.info("the exported graph's output holds {} (its last activation): verification, predict and serve use its "
+             "decision rule (--output-kind overrides)".format(kind.name))
+
+
 def _output_kind(name, columns, where, threshold=None):
     """The OutputKind of an output of ``columns`` columns (``name``: detected or asked; None: cannot be told),
     deciding at ``threshold`` when given (``--threshold``)."""
@@ -328,16 +348,20 @@ def _module_source(options):
                 "x".join(str(d) for d in (1,) + contract.shape), str(exc).splitlines()[0][:200]),
                 hint="check input_size and channels")
     name = getattr(module, "trtkit_name", None) or type(module).__name__
-    if isinstance(out, dict) and "out" in out:  # torchvision's segmentation models: export the `out` map
+    given = "{}.{}".format(type(module).__module__, type(module).__name__)  # before any wrapping
+    if isinstance(out, dict) and "out" in out and options.output is None:  # torchvision's segmentation models
         module = deployable_model(module)
         out = out["out"]
+    elif isinstance(out, (tuple, list, dict)):
+        from trtkit.models.pick import pick_output
+        module, out = pick_output(module, out, options.output)
     task = "segmentation" if hasattr(out, "shape") and out.dim() == 4 and tuple(out.shape[2:]) != (1, 1) else \
         "classification"
     if not hasattr(out, "shape") or (out.dim() != 2 and task == "classification"):
         raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs and "
                          "segmentation models with [N, C, H, W] maps".format(
                              tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
-                         hint="return logits only (a tensor, or a dict with 'out')")
+                         hint="return class scores or a map (a tensor, or a dict with 'out')")
     if options.task is not None and options.task != task:
         raise InputError("--task {} does not fit the module: its output {} is {}".format(
             options.task, tuple(out.shape), "a map (segmentation)" if task == "segmentation" else "class scores"),
@@ -352,7 +376,7 @@ def _module_source(options):
     for key, value in module.state_dict().items():
         digest.update(key.encode("utf-8"))
         digest.update(value.detach().cpu().contiguous().numpy().tobytes())
-    info = {"name": name, "source": "module", "class": "{}.{}".format(type(module).__module__, type(module).__name__),
+    info = {"name": name, "source": "module", "class": given,
             "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
             "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict(),
             "output_kind": kind.name, "task": task}

@@ -108,8 +108,8 @@ def choose(records, max_drop, metric, label=None):
                          "backend".format(row["name"], row["throughput_ips"], fastest_float["name"],
                                           fastest_float["throughput_ips"]))
         elif is_quantized(row["precision"]) and not row["within_budget"] and row["drop"] is not None:
-            notes.append("{} loses {:.2f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
-                                                                             max_drop))
+            notes.append("{} loses {:.3f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
+                                                                             max_drop))  # 1.005, not "1.00"
         elif row["within_budget"] and not row["passes_gate"]:
             notes.append("{} is within the budget but fails its verification gate (agreement {}), so it is not "
                          "chosen".format(row["name"], "-" if row["agreement"] is None else
