@@ -47,7 +47,10 @@ def test_the_fastest_within_budget_wins_and_slow_int8_is_said():
     assert selection["chosen"] == "m.mixed-k2"  # int8 is faster but loses 2 points
     rows = dict((r["name"], r) for r in selection["candidates"])
     assert not rows["m.int8-entropy"]["within_budget"] and rows["m.mixed-k2"]["within_budget"]
-    assert any("m.int8-entropy loses 2.00 points" in n for n in selection["notes"])
+    assert any("m.int8-entropy loses 2.000 points" in n for n in selection["notes"])
+    near = [_record("m.fp32", "fp32", 1.0, 0.90, 100.0), _record("m.int8-entropy", "int8", 0.99, 0.88995, 300.0)]
+    notes = choose(near, 1.0, "accuracy")["notes"]  # just over the budget: said so, not "1.00 ... budget of 1"
+    assert any("loses 1.005 points" in n and "over the budget of 1" in n for n in notes), notes
     # on a backend where quantized graphs run slower than float: the faster float variant, and why
     slow = [_record("m.fp32", "fp32", 1.0, 0.90, 100.0), _record("m.int8-entropy", "int8", 1.0, 0.90, 60.0)]
     selection = choose(slow, 0.5, "accuracy")
