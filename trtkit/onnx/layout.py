@@ -85,12 +85,7 @@ def nhwc_to_nchw(model):
     value = graph_inputs(model)[0]
     name = value.name
     before = dims_of(value)
-    dims = value.type.tensor_type.shape.dim
-    old = [type(dims[i])() for i in range(4)]
-    for i in range(4):
-        old[i].CopyFrom(dims[i])
-    for target, source in enumerate((0, 3, 1, 2)):
-        dims[target].CopyFrom(old[source])
+    _permute_dims(value, _TO_NCHW)
     others = _bypass_input(model, name, lambda node: node.op_type == "Transpose" and _perm(node) == _TO_NCHW,
                            helper.make_node("Transpose", [name], [name + "_nhwc"], name=name + "_nhwc",
                                             perm=[0, 2, 3, 1]))
@@ -121,23 +116,9 @@ def nhwc_output_to_nchw(model):
     dims = dims_of(output)
     if not is_nhwc_map(dims):
         return None
-    helper = require("onnx.helper")
-    inner = output.name + "_nhwc"
-    for node in model.graph.node:
-        for i, out in enumerate(node.output):
-            if out == output.name:
-                node.output[i] = inner
-        for i, inp in enumerate(node.input):
-            if inp == output.name:
-                node.input[i] = inner
-    model.graph.node.append(helper.make_node("Transpose", [inner], [output.name], name=output.name + "_to_nchw",
-                                             perm=_TO_NCHW))
-    shape = output.type.tensor_type.shape.dim
-    old = [type(shape[i])() for i in range(4)]
-    for i in range(4):
-        old[i].CopyFrom(shape[i])
-    for target, source in enumerate(_TO_NCHW):
-        shape[target].CopyFrom(old[source])
+    _append_to_output(model, "_nhwc", lambda inner: require("onnx.helper").make_node(
+        "Transpose", [inner], [output.name], name=output.name + "_to_nchw", perm=_TO_NCHW))
+    _permute_dims(output, _TO_NCHW)
     del model.graph.value_info[:]
     return "the output '{}' was channels-last {} like the input: it now gives NCHW {}".format(
         output.name, _show(dims), _show(dims_of(output)))
@@ -214,23 +195,39 @@ def _replace_uses(model, old, new):
             out.name = new
 
 
+def _append_to_output(model, suffix, make_node):
+    """Make the first output's tensor ``NAME + suffix`` everywhere and append ``make_node(that name)``, which
+    writes the output ``NAME`` anew (a Transpose, a Flatten): the graph's output keeps its name."""
+    name = model.graph.output[0].name
+    inner = name + suffix
+    for node in model.graph.node:
+        for i, out in enumerate(node.output):
+            if out == name:
+                node.output[i] = inner
+        for i, inp in enumerate(node.input):
+            if inp == name:
+                node.input[i] = inner
+    model.graph.node.append(make_node(inner))
+
+
+def _permute_dims(value, perm):
+    """Reorder the declared dims of a 4-D ValueInfo by ``perm`` (new axis i takes old axis perm[i]), in place."""
+    dims = value.type.tensor_type.shape.dim
+    old = [type(dims[i])() for i in range(4)]
+    for i in range(4):
+        old[i].CopyFrom(dims[i])
+    for target, source in enumerate(perm):
+        dims[target].CopyFrom(old[source])
+
+
 def flatten_output(model):
     """Flatten a [N, C, 1, 1] first output to [N, C] (in place); returns a note, or None when not needed."""
-    helper = require("onnx.helper")
     output = model.graph.output[0]
     dims = dims_of(output)
     if len(dims) != 4 or dims[2:] != [1, 1]:
         return None
-    inner = output.name + "_nc11"
-    for node in model.graph.node:
-        for i, out in enumerate(node.output):
-            if out == output.name:
-                node.output[i] = inner
-        for i, inp in enumerate(node.input):
-            if inp == output.name:
-                node.input[i] = inner
-    model.graph.node.append(helper.make_node("Flatten", [inner], [output.name], name=output.name + "_flatten",
-                                             axis=1))
+    _append_to_output(model, "_nc11", lambda inner: require("onnx.helper").make_node(
+        "Flatten", [inner], [output.name], name=output.name + "_flatten", axis=1))
     shape = output.type.tensor_type.shape
     del shape.dim[2:]
     return "flattened the output '{}' from {} to (N, {})".format(output.name, _show(dims), dims[1])
