@@ -16,7 +16,7 @@ import traceback
 
 from trtkit import log
 from trtkit._version import __version__
-from trtkit.errors import TrtkitError
+from trtkit.errors import TrtkitError, first_line
 
 COMMANDS = [
     "trtkit.commands.build",
@@ -96,10 +96,8 @@ def run_command(func, args):
     except Exception as exc:  # a bug in trtkit or a library under it: one line unless --verbose
         if verbose:
             traceback.print_exc()
-        text = str(exc).strip().splitlines()
         sys.stderr.write("error: internal error, {}: {} (a trtkit bug or one of a library it calls: rerun with "
-                         "--verbose for the traceback and report it)\n".format(type(exc).__name__,
-                                                                               text[0][:300] if text else ""))
+                         "--verbose for the traceback and report it)\n".format(type(exc).__name__, first_line(exc)))
         return INTERNAL_ERROR
 
 

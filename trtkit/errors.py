@@ -3,8 +3,16 @@
 Every message names what is wrong and what to do about it. The command line
 prints ``error: <message>`` on one line and exits non-zero; the traceback is
 shown only with ``--verbose``. Anything that is *not* a TrtkitError is a bug in
-trtkit and always gets its traceback.
+trtkit (or a library under it): the command line names it as an internal error
+in one line too, with the traceback under ``--verbose``.
 """
+
+
+def first_line(exc, limit=300):
+    """The first line of ``exc``'s message, cut at ``limit`` characters (its class name when it has none): what
+    a one-line error quotes of a library's multi-line exception."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else exc.__class__.__name__
 
 
 class TrtkitError(Exception):

@@ -21,7 +21,7 @@ import numpy as np
 from trtkit.backends.base import Backend, Runner, TensorSpec
 from trtkit import log
 from trtkit.deps import available, require
-from trtkit.errors import InputError, TrtkitError
+from trtkit.errors import InputError, TrtkitError, first_line
 from trtkit.fileio import atomic_path
 
 GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider")
@@ -76,8 +76,7 @@ class OnnxRuntimeRunner(Runner):
         try:
             self.session = ort.InferenceSession(self.path, sess_options=options, providers=requested)
         except Exception as exc:
-            text = str(exc).strip().splitlines()
-            raise InputError("ONNX Runtime cannot load {}: {}".format(self.path, text[0][:300] if text else exc),
+            raise InputError("ONNX Runtime cannot load {}: {}".format(self.path, first_line(exc)),
                              hint="check the file is a complete ONNX model")
         self.providers_in_use = list(self.session.get_providers())
         missing = missing_gpu_providers(requested, self.providers_in_use)

@@ -47,7 +47,7 @@ import numpy as np
 
 from trtkit.backends.base import Backend, Runner, TensorSpec
 from trtkit.deps import available, require
-from trtkit.errors import InputError
+from trtkit.errors import InputError, first_line
 from trtkit.fileio import atomic_path
 
 DEVICE = "CPU"
@@ -156,8 +156,7 @@ class OpenVINORunner(Runner):
         try:
             self.compiled = core.compile_model(core.read_model(self.path), DEVICE, self.config())
         except Exception as exc:
-            text = str(exc).strip().splitlines()
-            raise InputError("OpenVINO cannot compile {}: {}".format(self.path, text[0][:300] if text else exc),
+            raise InputError("OpenVINO cannot compile {}: {}".format(self.path, first_line(exc)),
                              hint="check the file is a complete ONNX model, or use --backend onnxruntime")
         self.request = self.compiled.create_infer_request()
         self._check_int8_target()
@@ -231,9 +230,8 @@ class OpenVINOBackend(Backend):
         try:
             core.read_model(onnx_path)
         except Exception as exc:
-            text = str(exc).strip().splitlines()
             raise InputError("OpenVINO cannot read the {} ONNX {}: {}".format(
-                precision, os.path.basename(onnx_path), text[0][:300] if text else exc),
+                precision, os.path.basename(onnx_path), first_line(exc)),
                 hint="use --backend onnxruntime for this model")
         if os.path.abspath(onnx_path) != os.path.abspath(out_path):
             with atomic_path(out_path) as tmp:

@@ -50,7 +50,7 @@ def agreement_of(reference, candidate, kind=None):
     """The fraction of decisions (images, or pixels of maps) on which ``candidate`` outputs agree with
     ``reference``'s, by the output ``kind``'s rule."""
     same = decisions(reference, kind) == decisions(candidate, kind)
-    if same.ndim == 2 and np.asarray(reference).ndim != 4:  # multi-label: an image agrees on all its labels
+    if same.ndim == 2:  # multi-label (maps decide to [N, H, W]): an image agrees on all its labels
         same = same.all(axis=1)
     return float(np.mean(same)) if same.size else 1.0
 

@@ -81,13 +81,13 @@ def run(args):
                     if bar is not None:
                         bar.update()
         writer.close()
-    if skipped.files:
+    if skipped.errors:
         first = skipped.errors[0]
         if len(files) == 1:
             raise first
         raise InputError("{} of {} images could not be read and have no prediction ({}{}); the others were "
-                         "predicted".format(len(skipped.files), len(files), first.message,
-                                            ", and the others named above" if len(skipped.files) > 1 else ""),
+                         "predicted".format(len(skipped.errors), len(files), first.message,
+                                            ", and the others named above" if len(skipped.errors) > 1 else ""),
                          hint="remove or replace those files")
     return 0
 
@@ -97,16 +97,15 @@ class _Skipped(object):
     (one corrupt file among thousands must not cost the rest their predictions), and the exit code says so."""
 
     def __init__(self):
-        self.files, self.errors = [], []
+        self.errors = []
 
     def __call__(self, path, error):
         from trtkit import log
-        self.files.append(path)
         self.errors.append(error)
         log.warn("skipped: {}".format(error.message))
 
 
-def _segment(model, files, args, writer, bar, skipped=None):
+def _segment(model, files, args, writer, bar, skipped):
     """Masks of ``files``: a summary each (``writer``), and the mask and overlay files with ``--out``."""
     from trtkit import log
     from trtkit.app.mask_files import MaskWriter, record
@@ -126,7 +125,7 @@ def _segment(model, files, args, writer, bar, skipped=None):
             if bar is not None:
                 bar.update()
     if args.out:
-        log.info("wrote {} mask(s) and overlay(s) to {}".format(len(files) - len(skipped.files if skipped else []),
+        log.info("wrote {} mask(s) and overlay(s) to {}".format(len(files) - len(skipped.errors),
                                                                  args.out))
 
 

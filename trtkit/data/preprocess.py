@@ -175,18 +175,14 @@ def preprocess(image, contract, original_size=None):
     Image = _pil()
     image = for_channels(to_pil(image), contract.channels)
     new_w, new_h, left, top = placement(original_size or image.size, contract)
-    if contract.resize_filter == "opencv":
+    if image.size == (new_w, new_h):
         pixels = np.asarray(image)
-        if image.size != (new_w, new_h):
-            pixels = opencv_linear(pixels, new_w, new_h)
-        if contract.resize == "crop":
-            pixels = pixels[top:top + contract.height, left:left + contract.width]
+    elif contract.resize_filter == "opencv":
+        pixels = opencv_linear(np.asarray(image), new_w, new_h)
     else:
-        if image.size != (new_w, new_h):
-            image = image.resize((new_w, new_h), Image.BILINEAR)
-        if contract.resize == "crop":
-            image = image.crop((left, top, left + contract.width, top + contract.height))
-        pixels = np.asarray(image)
+        pixels = np.asarray(image.resize((new_w, new_h), Image.BILINEAR))
+    if contract.resize == "crop":  # the centre crop lies inside the resized image
+        pixels = pixels[top:top + contract.height, left:left + contract.width]
     pixels = pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # CHW views, no copy
     if contract.channels == 3:
         if pixels.shape[0] == 1:

@@ -44,8 +44,15 @@ def pick_output(module, outputs, key):
         def forward(self, x):
             return self.model(x)[key]
 
-    wrapper = PickOutput(module).eval()
-    for attribute in ("trtkit_name", "num_classes", "task", "input_contract", "stem"):
-        if hasattr(module, attribute):
-            setattr(wrapper, attribute, getattr(module, attribute))
-    return wrapper, outputs[key]
+    return carry_attributes(module, PickOutput(module).eval()), outputs[key]
+
+
+TRTKIT_ATTRIBUTES = ("trtkit_name", "num_classes", "task", "input_contract", "stem")
+
+
+def carry_attributes(model, wrapper):
+    """``wrapper`` (a module around ``model``) with ``model``'s trtkit attributes, which the build reads."""
+    for attribute in TRTKIT_ATTRIBUTES:
+        if hasattr(model, attribute):
+            setattr(wrapper, attribute, getattr(model, attribute))
+    return wrapper

@@ -233,11 +233,8 @@ def _lraspp(name, num_classes, aux):
 def deployable(model, keep_aux=False):
     """``model`` wrapped so that it returns a tensor (the ``out`` entry of a dict output; with ``keep_aux`` also
     ``aux``), keeping its trtkit attributes; a model that returns a tensor is returned as it is."""
-    wrapper = _classes()["deployable"](model, keep_aux)
-    for attribute in ("trtkit_name", "num_classes", "task", "input_contract", "stem"):
-        if hasattr(model, attribute):
-            setattr(wrapper, attribute, getattr(model, attribute))
-    return wrapper
+    from trtkit.models.pick import carry_attributes
+    return carry_attributes(model, _classes()["deployable"](model, keep_aux))
 
 
 def infer_segmentation_layout(state_dict):

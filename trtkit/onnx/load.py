@@ -32,7 +32,8 @@ from trtkit import log
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path
-from trtkit.onnx.normalize import dims_of, graph_inputs, has_shape, opset_of
+from trtkit.onnx.normalize import dims_of, drop_unused_initializers, graph_inputs, has_shape, opset_of, \
+    subgraph_inputs
 
 __all__ = ["CONTRACT_KEY", "OnnxSummary", "contract_metadata", "graph_inputs", "load_onnx", "opset_of",
            "prepare_onnx", "set_contract_metadata"]
@@ -263,7 +264,7 @@ def pick_output(model, name=None):
             if index not in kept and any(out in needed for out in node.output):
                 kept.add(index)
                 needed.update(i for i in node.input if i)
-                needed.update(_subgraph_inputs(node))
+                needed.update(subgraph_inputs(node))
                 grown = True
         if not grown:
             break
@@ -271,22 +272,9 @@ def pick_output(model, name=None):
     removed = len(model.graph.node) - len(nodes)
     del model.graph.node[:]
     model.graph.node.extend(nodes)
-    kept_inits = [i for i in model.graph.initializer if i.name in needed]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(kept_inits)
+    drop_unused_initializers(model)
     return "kept the output '{}' of {}, and removed the {} node(s) only the others needed".format(
         name, described, removed)
-
-
-def _subgraph_inputs(node):
-    """Names the subgraphs of an If/Loop/Scan ``node`` read from the outer scope (they keep their producers)."""
-    names = set()
-    for attr in node.attribute:
-        for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-            for inner in graph.node:
-                names.update(i for i in inner.input if i)
-                names.update(_subgraph_inputs(inner))
-    return names
 
 
 def _with_output_shape(model):

@@ -28,7 +28,7 @@ import numpy as np
 
 from trtkit import log
 from trtkit.deps import require
-from trtkit.errors import InputError
+from trtkit.errors import InputError, first_line
 
 
 def copy_model(model):
@@ -111,6 +111,29 @@ def mark_unknown_dims(model, value_infos):
     return count
 
 
+def subgraph_inputs(node):
+    """Names the subgraphs of an If/Loop/Scan ``node`` read (from the outer scope too): their producers and
+    initializers are needed as much as the node's own inputs."""
+    names = set()
+    for attr in node.attribute:
+        for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for inner in graph.node:
+                names.update(i for i in inner.input if i)
+                names.update(subgraph_inputs(inner))
+    return names
+
+
+def drop_unused_initializers(model):
+    """Remove the initializers no node (subgraphs included) and no output reads, in place."""
+    used = set(o.name for o in model.graph.output)
+    for node in model.graph.node:
+        used.update(node.input)
+        used.update(subgraph_inputs(node))
+    keep = [i for i in model.graph.initializer if i.name in used]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(keep)
+
+
 def sort_nodes(model):
     """Put the nodes of ``model``'s graph in topological order (in place); returns how many moved.
 
@@ -173,7 +196,7 @@ def fold_constants(model):
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         folded = onnx.load(options.optimized_model_filepath)
     except Exception as exc:
-        return model, _first_line(exc)
+        return model, first_line(exc, 200)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     added = set(n.domain for n in folded.graph.node) - domains - {"", "ai.onnx"}
@@ -200,7 +223,7 @@ def upgrade_opset(model, target, purpose):
         onnx.checker.check_model(converted)
     except Exception as exc:
         raise InputError("{} needs ONNX opset >= {}; converting this opset-{} graph failed: {}".format(
-            purpose, target, opset, _first_line(exc)),
+            purpose, target, opset, first_line(exc, 200)),
             hint="re-export the model with opset {} or newer (the FP32/FP16 variants do not need it)".format(target))
     log.debug("converted opset {} -> {} for {}".format(opset, target, purpose))
     return converted
@@ -212,7 +235,7 @@ def infer_shapes(model):
     try:
         return onnx.shape_inference.infer_shapes(model)
     except Exception as exc:
-        log.debug("shape inference failed ({}); continuing without value_info".format(_first_line(exc)))
+        log.debug("shape inference failed ({}); continuing without value_info".format(first_line(exc, 200)))
         return model
 
 
@@ -288,7 +311,7 @@ def _session(model):
         options.log_severity_level = 4  # trials that fail are expected: no error lines
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        log.debug("ONNX Runtime cannot load the graph ({})".format(_first_line(exc)))
+        log.debug("ONNX Runtime cannot load the graph ({})".format(first_line(exc, 200)))
         return None
 
 
@@ -310,8 +333,3 @@ def _same_per_image(reference, trial, input_name, batch, image_shape):
     scale = max(float(np.abs(expected).max()), 1e-6)
     return (np.abs(got[:-1] - expected).max() <= 1e-4 * scale and np.abs(got[-1:] - expected[:1]).max() <= 1e-4 * scale
             and np.abs(single - expected[:1]).max() <= 1e-4 * scale)
-
-
-def _first_line(exc):
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else exc.__class__.__name__

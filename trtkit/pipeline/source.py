@@ -233,7 +233,7 @@ def read_exported_kind(info, options, onnx_path):
     if options.output_kind is not None:
         return
     found = output_kind(require("onnx").load(onnx_path), info.get("task") or "classification")
-    if found is None or found == OutputKind.parse(info["output_kind"]).name.split("@")[0]:
+    if found is None or found == info["output_kind"].split("@")[0]:  # the kind, its threshold aside
         return
     kind = OutputKind.parse(found)
     if options.threshold is not None:

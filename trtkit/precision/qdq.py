@@ -26,6 +26,7 @@ import numpy as np
 
 from trtkit.deps import require
 from trtkit.errors import InputError
+from trtkit.onnx.normalize import drop_unused_initializers
 from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, float_fed, head_tensors, tensorrt_edges,
                                        weight_of)
 
@@ -146,18 +147,8 @@ def _fold_batchnorm(model):
     for node in removed:
         model.graph.node.remove(node)
     if removed:
-        _drop_unused_initializers(model)
+        drop_unused_initializers(model)
     return len(removed)
-
-
-def _drop_unused_initializers(model):
-    used = set()
-    for node in model.graph.node:
-        used.update(node.input)
-    used.update(o.name for o in model.graph.output)
-    keep = [i for i in model.graph.initializer if i.name in used]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(keep)
 
 
 # ------------------------------------------------------------------ writer
@@ -291,7 +282,7 @@ def _write_qdq(model, ranges, encoding, keep_float):
     del model.graph.node[:]
     model.graph.node.extend(ordered)
     model.graph.initializer.extend(new_inits)
-    _drop_unused_initializers(model)
+    drop_unused_initializers(model)
     del model.graph.value_info[:]
     model.doc_string = "trtkit INT8 Q/DQ ({} encoding)".format(encoding)
     return model
@@ -323,7 +314,7 @@ def _drop_qdq_of(model, tensors):
                 node.input[index] = renamed[name]
     del model.graph.node[:]
     model.graph.node.extend(kept)
-    _drop_unused_initializers(model)
+    drop_unused_initializers(model)
 
 
 def _covered(ranges, model):

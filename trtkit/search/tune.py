@@ -86,10 +86,9 @@ def logits_of(model, images, batch_size=32, decide=None):
     try:
         session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime's own error types differ between its versions
-        from trtkit.errors import InputError
-        text = str(exc).strip().splitlines()
+        from trtkit.errors import InputError, first_line
         raise InputError("ONNX Runtime cannot load {}: {}".format(
-            model if isinstance(model, str) else "a graph of the search", text[0][:300] if text else exc))
+            model if isinstance(model, str) else "a graph of the search", first_line(exc)))
     name = session.get_inputs()[0].name
     fixed = session.get_inputs()[0].shape[0]
     size = fixed if isinstance(fixed, int) and fixed > 0 else batch_size
