@@ -19,7 +19,7 @@ import sys
 import threading
 
 from trtkit import log
-from trtkit.errors import InputError, MissingDependency
+from trtkit.errors import InputError, MissingDependency, first_line
 
 EXIT_TIMEOUT_S = 5  # how long Triton waits for in-flight requests when told to stop
 
@@ -189,8 +189,7 @@ def serve(path, options=None, stop=None, on_ready=None):
         try:
             triton.run()
         except Exception as exc:  # PyTriton raises its own errors and TimeoutError when tritonserver fails
-            raise InputError("Triton Inference Server did not start: {}".format(str(exc).splitlines()[0] if str(exc)
-                                                                                  else exc.__class__.__name__),
+            raise InputError("Triton Inference Server did not start: {}".format(first_line(exc)),
                              hint="its log: {}".format(log_file))
         _announce(models, options)
         if on_ready is not None:

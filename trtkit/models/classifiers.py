@@ -14,7 +14,7 @@ import os
 
 from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
 from trtkit.deps import require
-from trtkit.errors import InputError, ModelMismatch
+from trtkit.errors import InputError, ModelMismatch, first_line
 
 # name -> (block kind, blocks per stage)
 ARCHITECTURES = {
@@ -265,8 +265,7 @@ def load_checkpoint_payload(path):
     try:
         return torch.load(path, **kwargs)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-        raise InputError("cannot read checkpoint {}: {}".format(path, first[:200]),
+        raise InputError("cannot read checkpoint {}: {}".format(path, first_line(exc, 200)),
                          hint="the file is corrupt, truncated or not a PyTorch checkpoint")
 
 

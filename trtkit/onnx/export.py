@@ -22,7 +22,7 @@ import numpy as np
 
 from trtkit import log
 from trtkit.deps import available, require
-from trtkit.errors import InputError, VerificationFailed
+from trtkit.errors import InputError, VerificationFailed, first_line
 from trtkit.fileio import atomic_path
 from trtkit.onnx.opsets import DEFAULT_OPSET, DYNAMO_MIN_OPSET, choose_opset  # noqa: F401 (DEFAULT_OPSET: kept here)
 
@@ -95,7 +95,7 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
                 if exporter == "dynamo":
                     raise
                 log.warn("the torch.export-based exporter failed ({}); using the TorchScript one".format(
-                    str(exc).splitlines()[0][:160] if str(exc) else exc.__class__.__name__))
+                    first_line(exc, 160)))
                 used = _export_torchscript(torch, model, example, tmp,
                                            choose_opset(torch.__version__, tensorrt_version, requested), axes)
         else:
@@ -128,7 +128,7 @@ def _check_runs_at(path, example, size):
             runner.infer(x)
     except Exception as exc:
         raise InputError("the export does not run at {0}x{0} ({1})".format(
-            size, str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__),
+            size, first_line(exc, 200)),
             hint="this model may need a fixed image size: drop --image-sizes, or raise its smallest size")
 
 

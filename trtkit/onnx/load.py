@@ -30,7 +30,7 @@ import os
 
 from trtkit import log
 from trtkit.deps import require
-from trtkit.errors import InputError
+from trtkit.errors import InputError, first_line
 from trtkit.fileio import atomic_path
 from trtkit.onnx.normalize import dims_of, drop_unused_initializers, graph_inputs, has_shape, opset_of, \
     subgraph_inputs
@@ -83,8 +83,7 @@ def load_onnx(path, check=True):
         try:
             onnx.checker.check_model(model)
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-            raise InputError("ONNX file {} fails onnx.checker: {}".format(path, first[:300]),
+            raise InputError("ONNX file {} fails onnx.checker: {}".format(path, first_line(exc)),
                              hint="export it again with a current exporter")
     return model
 

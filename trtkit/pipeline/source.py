@@ -17,7 +17,7 @@ from trtkit import log
 from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContract, parse_image_sizes, parse_size, \
     resolve
 from trtkit.deps import require
-from trtkit.errors import InputError, ModelMismatch
+from trtkit.errors import InputError, ModelMismatch, first_line
 from trtkit.keywords import Field, Options
 from trtkit.outputs import NAMES as OUTPUT_KINDS, help_text as output_kinds_help
 
@@ -337,7 +337,7 @@ def _module_source(options):
             module.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             raise ModelMismatch("{} does not fit {}: {}".format(
-                options.checkpoint, type(module).__name__, str(exc).splitlines()[0][:300]),
+                options.checkpoint, type(module).__name__, first_line(exc)),
                 hint="pass the checkpoint saved from this module's state_dict")
     contract = resolve(None, options.input_overrides(), TORCH_INPUT, what="the module")
     with torch.no_grad():
@@ -345,7 +345,7 @@ def _module_source(options):
             out = module(torch.zeros((1,) + contract.shape))
         except Exception as exc:
             raise InputError("the module does not run on a {} input: {}".format(
-                "x".join(str(d) for d in (1,) + contract.shape), str(exc).splitlines()[0][:200]),
+                "x".join(str(d) for d in (1,) + contract.shape), first_line(exc, 200)),
                 hint="check input_size and channels")
     name = getattr(module, "trtkit_name", None) or type(module).__name__
     given = "{}.{}".format(type(module).__module__, type(module).__name__)  # before any wrapping
