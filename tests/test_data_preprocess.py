@@ -241,3 +241,52 @@ def test_a_16_bit_png_keeps_its_tones_and_an_rgba_array_reads_as_its_pil_image(t
     rgba = np.random.RandomState(0).randint(0, 256, (20, 30, 4)).astype(np.uint8)
     small = InputContract(size=16, resize="stretch")
     assert np.array_equal(preprocess(rgba, small), preprocess(Image.fromarray(rgba, "RGBA"), small))
+
+
+def test_exif_orientation_is_applied_on_request_and_warned_about_otherwise(tmp_path, capsys):
+    """A blind test: face-mask-detector reads photos with cv2.imread, which turns a phone photo stored sideways
+    (EXIF orientation 6) upright; trtkit used the stored pixels, without a word."""
+    from PIL import Image
+    from trtkit.app.inputs import expand, prepare
+    from trtkit.data import decode
+    rng = np.random.RandomState(0)
+    upright = Image.fromarray(rng.randint(0, 255, size=(40, 60, 3)).astype(np.uint8))  # 60 wide, 40 high
+    stored = upright.transpose(Image.ROTATE_90)  # as a phone stores it: 40 wide, 60 high, tag 6 to turn it back
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path = str(tmp_path / "phone.png")
+    stored.save(path, exif=exif.tobytes())
+    plain = str(tmp_path / "upright.png")
+    upright.save(plain)
+    apply = InputContract(size=(20, 30), resize="stretch", exif_orientation="apply")
+    ignore = InputContract(size=(20, 30), resize="stretch")
+    assert ignore.exif_orientation == "ignore"
+    turned, size = decode.read_image_sized(path, apply)
+    assert size == (60, 40) and np.array_equal(turned, read_image(plain, apply))
+    del decode._EXIF_WARNED[:]
+    as_stored, size = decode.read_image_sized(path, ignore)
+    assert size == (40, 60) and not np.array_equal(as_stored, read_image(plain, ignore))
+    assert "--exif-orientation apply" in capsys.readouterr().err
+    decode.read_image_sized(path, ignore)
+    assert "--exif-orientation" not in capsys.readouterr().err  # once per process
+    with Image.open(path) as image:  # a PIL image given to predict keeps its tag and is turned the same way
+        image.load()
+        array, size = prepare(next(expand(image)), apply)
+    assert size == (60, 40) and np.array_equal(array, turned)
+    assert InputContract.from_dict(apply.to_dict()).exif_orientation == "apply"
+    assert apply.preprocessing_key() != ignore.preprocessing_key()
+    assert "exif" not in ignore.preprocessing_key()  # caches made before the field existed stay valid
+    with pytest.raises(Exception, match="EXIF orientation handling"):
+        InputContract(exif_orientation="sideways")
+
+
+def test_a_negative_std_inverts_the_image():
+    """digit-recognizer-py feeds its MNIST model inverted drawings (dark on light turned light on dark); a
+    negative std says so: (x - (1 - m)) / -s == ((1 - x) - m) / s."""
+    from PIL import Image
+    pixels = np.random.RandomState(1).randint(0, 255, size=(8, 8)).astype(np.uint8)
+    inverted = Image.fromarray(255 - pixels)
+    contract = InputContract(size=8, channels=1, mean=0.1307, std=0.3081, resize="stretch")
+    flipped = InputContract(size=8, channels=1, mean=1 - 0.1307, std=-0.3081, resize="stretch")
+    from trtkit.data.preprocess import preprocess as prepared
+    assert np.allclose(prepared(Image.fromarray(pixels), flipped), prepared(inverted, contract), atol=1e-5)

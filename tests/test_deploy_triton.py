@@ -81,6 +81,31 @@ def test_onnx_repository_matches_artifacts(sample_build, tmp_path):
     assert triton_config.instance_kind_of(options, "onnx", manifest["artifacts"][0]["ran_on"]) == "cpu"
 
 
+def test_an_onnx_verified_on_openvino_is_served_by_tritons_openvino_backend(tmp_path):
+    """A blind test: --precision auto chose an INT8 ONNX that passed its gate on OpenVINO (98.33%), and
+    export-triton wrote it for ONNX Runtime, on which the same file had failed it (96.67%)."""
+    pytest.importorskip("openvino")
+    from trtkit.pipeline import BuildOptions, build
+    out = str(tmp_path / "build")
+    manifest = build(BuildOptions(out=out, precisions="fp32", backend="openvino", throughput_seconds=0))
+    repo = str(tmp_path / "repo")
+    assert main(["export-triton", out, "--out", repo, "-q"]) == 0
+    artifact = manifest["artifacts"][0]
+    assert artifact["backend"] == "openvino"
+    model = artifact["name"].replace(".", "_")
+    config = parse(os.path.join(repo, model, "config.pbtxt"))
+    pb2 = triton_config.model_config_pb2()
+    assert config.backend == "openvino" and config.default_model_filename == "model.onnx"
+    assert config.instance_group[0].kind == pb2.ModelInstanceGroup.KIND_CPU
+    served = os.path.join(repo, model, "1", "model.onnx")
+    assert config_io(config) == ort_io(served)
+    with open(served, "rb") as a, open(os.path.join(out, artifact["path"]), "rb") as b:
+        assert a.read() == b.read()
+    options = triton_config.TritonOptions()
+    assert triton_config.triton_backend(options, "onnx", "onnxruntime") == "onnxruntime"
+    assert triton_config.triton_backend(options, "plan", "openvino") == "tensorrt"
+
+
 def test_existing_model_needs_force(sample_build, tmp_path, capsys):
     out_dir, _ = sample_build
     repo = str(tmp_path / "repo")

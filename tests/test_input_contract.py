@@ -32,7 +32,7 @@ def test_contract_round_trips_and_keeps_the_old_manifest_form():
 @pytest.mark.parametrize("kwargs, words", [
     (dict(mean=(0.5, 0.5)), "--mean has 2 values; the model has 3"),
     (dict(std=(1, 1, 1, 1)), "--std has 4 values"),
-    (dict(std=(0.2, 0.0, 0.2)), "std must be positive"),
+    (dict(std=(0.2, 0.0, 0.2)), "std must not be 0"),
     (dict(channels=2), "1- or 3-channel"),
     (dict(pixel_scale=100), "--pixel-scale must be 1"),
     (dict(resize="zoom"), "crop, pad, height or stretch"),

@@ -163,7 +163,7 @@ def test_multilabel_agreement_is_exact_match_and_counts_labels():
 
 
 def test_a_verification_of_nothing_fails_its_gate():
-    from trtkit.pipeline.run import _judge
+    from trtkit.pipeline.gate import judge as _judge
     record = {"name": "m.int8", "precision": "int8", "verify": Comparison().result()}
     assert record["verify"]["top1_agreement"] is None
     _judge(record, 0.98)

@@ -157,9 +157,27 @@ def test_a_threshold_is_part_of_the_output_kind_and_moves_the_decision():
     assert kind.decide_maps(maps).tolist() == [[[0, 1], [1, 1]]]
     assert OutputKind.parse("binary-probability").decide_maps(maps).tolist() == [[[0, 0], [1, 0]]]
     assert OutputKind.parse("binary-logit@-0.85").decide(np.array([[-0.5], [-1.0]])).tolist() == [1, 0]
-    for bad in ("logits@0.3", "binary-probability@1.5", "binary-probability@x", "binary-probability@"):
+    for bad in ("logits@1.5", "binary-probability@1.5", "binary-probability@x", "binary-probability@"):
         with pytest.raises(InputError):
             OutputKind.parse(bad)
+
+
+def test_a_two_class_softmax_map_decides_class_1_above_the_threshold():
+    """A blind test: MTCNN's PNet calls a window a face when its softmax p(face) > 0.6; trtkit refused
+    --threshold for a two-channel map and decided by the arg-max (0.5), 18% more face cells."""
+    from trtkit.errors import InputError
+    from trtkit.outputs import OutputKind
+    kind = OutputKind.parse("probabilities@0.6")
+    face = np.array([[[0.55, 0.7]], [[0.65, 0.95]]], dtype=np.float32)  # p(face) per cell
+    maps = np.stack([1 - face, face], axis=1)  # (2, 2, 1, 2)
+    assert kind.decide_maps(maps).tolist() == [[[0, 1]], [[1, 1]]]
+    assert OutputKind.parse("probabilities").decide_maps(maps).tolist() == [[[1, 1]], [[1, 1]]]
+    logits = np.log(maps)  # the same decision from the scores before the softmax
+    assert OutputKind.parse("logits@0.6").decide_maps(logits).tolist() == [[[0, 1]], [[1, 1]]]
+    assert "class 1 when its probability is > 0.6" in kind.summary
+    kind.check_columns(2)
+    with pytest.raises(InputError, match="two classes"):
+        kind.check_columns(3)
 
 
 def test_the_package_threshold_is_verified_and_recorded(pages, package_rule_build):

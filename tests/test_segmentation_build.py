@@ -113,7 +113,7 @@ def test_masks_give_miou_against_the_truth_and_gate_quantized_variants(tmp_path)
 
 
 def test_the_segmentation_gate_reads_pixel_agreement_and_the_miou_drop():
-    from trtkit.pipeline.run import _judge
+    from trtkit.pipeline.gate import judge as _judge
 
     def record(precision, agreement, miou, reference):
         return {"name": "m." + precision, "precision": precision,

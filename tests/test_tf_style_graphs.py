@@ -101,6 +101,28 @@ def test_a_channels_last_map_output_builds_by_its_decision_rule(classes, tmp_pat
     assert OnnxSummary(onnx.load(fp32), "segmentation").output_shape[1] == classes
 
 
+def test_a_channels_last_map_of_dynamic_size_is_transposed_too(tmp_path):
+    """tf2onnx names a fully convolutional model's free dims (``unk__718``): MTCNN's PNet gave
+    ``[unk, unk, unk, 2]`` and was judged with its height as the class axis."""
+    from trtkit.onnx.layout import is_nhwc_map
+    assert is_nhwc_map(["unk__717", "unk__718", "unk__719", 2]) and is_nhwc_map([None, None, None, 1])
+    assert not is_nhwc_map(["n", 2, "h", "w"]) and not is_nhwc_map([1, 8, 8, 16]) and not is_nhwc_map([1, 10])
+    path = str(tmp_path / "dyn.onnx")
+    torch.onnx.export(ChannelsLastSegmenter(3).eval(), torch.zeros(1, SIZE, SIZE, 3), path, input_names=["image"],
+                      output_names=["y"], opset_version=13, dynamo=False,
+                      dynamic_axes={"image": {0: "n", 1: "h", 2: "w"}, "y": {0: "n", 1: "oh", 2: "ow"}})
+    graph = onnx.load(path)
+    dims = graph.graph.output[0].type.tensor_type.shape.dim
+    dims[3].dim_value = 3  # tf2onnx keeps the channel count, torch's exporter names it: write it as tf2onnx does
+    assert [d.dim_param for d in dims[:3]] == ["n", "oh", "ow"]
+    onnx.save(graph, path)
+    result = trtkit.build(onnx=path, data="sample", input_size=SIZE, precision="fp32", backend="onnxruntime",
+                          out=str(tmp_path / "b"), verify_images=8, bench_seconds=0)
+    model = result.manifest["model"]
+    assert (model["task"], model["output_kind"], model["num_classes"]) == ("segmentation", "probabilities", 3)
+    assert any("channels-last" in note for note in model["notes"]), model["notes"]
+
+
 def _dequantized_weights_graph(path):
     """A classifier whose conv weights are int8 initializers read through DequantizeLinear (tf2onnx's graph of a
     TFLite model with quantized weights, as fer ships its default emotion model)."""

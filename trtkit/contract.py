@@ -23,6 +23,10 @@ RESIZE_MODES = ("crop", "pad", "height", "stretch")
 # transforms) or OpenCV's INTER_LINEAR (not antialiased: cv2.resize, as most TF/TFLite/MediaPipe/OpenCV packages
 # feed their models; measured: fer's emotion model gave another answer on 20% of shrunk faces under PIL's)
 RESIZE_FILTERS = ("pil", "opencv")
+# a photo's EXIF orientation: the pixels as stored (PIL, torchvision's loaders; default) or turned upright as
+# OpenCV's imread does (measured: face-mask-detector reads with cv2.imread; on phone photos stored sideways
+# with an orientation tag trtkit answered like it on the upright copies only)
+EXIF_ORIENTATIONS = ("ignore", "apply")
 CHANNEL_ORDERS = ("rgb", "bgr")
 PIXEL_SCALES = (1.0, 255.0)
 LAYOUTS = ("nchw", "nhwc")
@@ -50,7 +54,7 @@ class InputContract(object):
 
     def __init__(self, size=224, mean=None, std=None, channels=3, channel_order="rgb",
                  pixel_scale=1.0, resize="crop", class_names=None, layout="nchw", input_dtype="float32",
-                 resize_filter="pil"):
+                 resize_filter="pil", exif_orientation="ignore"):
         self.height, self.width = parse_size(size)
         self.channels = int(channels)
         if self.channels not in (1, 3):
@@ -58,8 +62,8 @@ class InputContract(object):
                              hint="use --channels 1 or 3")
         self.mean = _per_channel(_default_mean(self.channels) if mean is None else mean, self.channels, "mean")
         self.std = _per_channel(_default_std(self.channels) if std is None else std, self.channels, "std")
-        if any(s <= 0 for s in self.std):
-            raise InputError("the normalization std must be positive, got {}".format(list(self.std)))
+        if any(s == 0 for s in self.std):  # a negative std inverts: (x - m) / -s == ((1 - x) - (1 - m)) / s
+            raise InputError("the normalization std must not be 0, got {}".format(list(self.std)))
         self.channel_order = str(channel_order).lower()
         if self.channel_order not in CHANNEL_ORDERS:
             raise InputError("unknown channel order '{}'".format(channel_order), hint="use rgb or bgr")
@@ -74,6 +78,10 @@ class InputContract(object):
         self.resize_filter = str(resize_filter).lower()
         if self.resize_filter not in RESIZE_FILTERS:
             raise InputError("unknown resize filter '{}'".format(resize_filter), hint="use pil or opencv")
+        self.exif_orientation = str(exif_orientation).lower()
+        if self.exif_orientation not in EXIF_ORIENTATIONS:
+            raise InputError("unknown EXIF orientation handling '{}'".format(exif_orientation),
+                             hint="use ignore or apply")
         self.class_names = list(class_names) if class_names is not None else None
         self.layout = str(layout).lower()
         if self.layout not in LAYOUTS:
@@ -109,7 +117,7 @@ class InputContract(object):
                 "channels": self.channels, "channel_order": self.channel_order, "mean": list(self.mean),
                 "std": list(self.std), "pixel_scale": self.pixel_scale, "resize": self.resize,
                 "class_names": self.class_names, "layout": self.layout, "input_dtype": self.input_dtype,
-                "resize_filter": self.resize_filter}
+                "resize_filter": self.resize_filter, "exif_orientation": self.exif_orientation}
 
     @classmethod
     def from_dict(cls, data):
@@ -123,7 +131,8 @@ class InputContract(object):
                    channel_order=data.get("channel_order", "rgb"), pixel_scale=data.get("pixel_scale", 1.0),
                    resize=data.get("resize", "crop"), class_names=data.get("class_names"),
                    layout=data.get("layout", "nchw"), input_dtype=data.get("input_dtype", "float32"),
-                   resize_filter=data.get("resize_filter", "pil"))
+                   resize_filter=data.get("resize_filter", "pil"),
+                   exif_orientation=data.get("exif_orientation", "ignore"))
 
     def preprocessing_key(self):
         """What changes the pixels a model gets (class names excluded; layout and input type too, as trtkit's
@@ -131,8 +140,9 @@ class InputContract(object):
         record = self.to_dict()
         for name in ("class_names", "layout", "input_dtype"):
             record.pop(name)
-        if record["resize_filter"] == "pil":  # the keys made before the field existed stay valid
-            record.pop("resize_filter")
+        for name, default in (("resize_filter", "pil"), ("exif_orientation", "ignore")):
+            if record[name] == default:  # the keys made before the field existed stay valid
+                record.pop(name)
         return repr(sorted(record.items()))
 
     def with_overrides(self, overrides):
@@ -348,7 +358,8 @@ FIELDS = (
     Field("mean", parse=_floats, type=_floats_arg, metavar="M[,M,M]",
           help="per-channel mean, in the --pixel-scale units (default: ImageNet's)"),
     Field("std", parse=_floats, type=_floats_arg, metavar="S[,S,S]",
-          help="per-channel std, in the --pixel-scale units (default: ImageNet's)"),
+          help="per-channel std, in the --pixel-scale units (default: ImageNet's); a negative std inverts the "
+               "image: a model fed 1 - x normalized by M, S takes --mean 1-M --std -S"),
     Field("pixel_scale", parse=float, type=float, choices=list(PIXEL_SCALES),
           help="1: pixels in 0-1 before normalizing (default); 255: in 0-255"),
     Field("resize", choices=list(RESIZE_MODES),
@@ -359,6 +370,9 @@ FIELDS = (
           help="pixel interpolation when resizing: pil (PIL's bilinear, antialiased when shrinking, as torchvision's "
                "PIL transforms; default) or opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite, "
                "MediaPipe and OpenCV-based packages feed their models; match the model's own pipeline)"),
+    Field("exif_orientation", choices=list(EXIF_ORIENTATIONS),
+          help="a photo's EXIF orientation tag: ignore (the pixels as stored, as PIL and torchvision's loaders; "
+               "default) or apply (turned upright, as OpenCV's imread: match the model's own pipeline)"),
     Field("layout", choices=list(LAYOUTS),
           help="the ONNX model's input layout (default: read from the graph; NHWC inputs, as tf2onnx writes Keras "
                "models, are rewritten to take NCHW)"),

@@ -14,7 +14,9 @@ detects it from a graph, ``--output-kind`` overrides the detection.
 
 A one-column or multi-label kind may carry its own decision threshold
 (``--threshold``): a text detector's package calls a pixel text when its
-probability is > 0.3, not 0.5 (PaddleOCR's DB post-processing). The threshold
+probability is > 0.3, not 0.5 (PaddleOCR's DB post-processing); so may a
+two-class softmax or logits output, whose class 1 then needs a probability
+above it (MTCNN calls a window a face when p(face) > 0.6). The threshold
 is part of the kind's name, ``binary-probability@0.3``, so the manifest's one
 ``output_kind`` string gives every reader (verification, the precision
 search, ``load``/``predict``, ``serve``, Triton) the same rule.
@@ -63,14 +65,13 @@ class OutputKind(object):
         except (TypeError, ValueError):
             raise InputError("decision threshold '{}' is not a number".format(value),
                              hint="e.g. --threshold 0.3 for a sigmoid output positive above 0.3")
-        if self.single_label:
-            raise InputError("a decision threshold does not apply to {}: its class is an arg-max".format(self.base),
-                             hint="a threshold is for one-column (binary-*) or multilabel-* outputs")
-        if math.isnan(value) or math.isinf(value) or (self.scale == "probabilities" and not 0.0 < value < 1.0):
+        probability = self.scale == "probabilities" or self.single_label  # two classes: class 1's probability
+        if math.isnan(value) or math.isinf(value) or (probability and not 0.0 < value < 1.0):
             raise InputError("decision threshold {} is not {}".format(
-                value, "a probability between 0 and 1" if self.scale == "probabilities" else "a finite logit"),
+                value, "a probability between 0 and 1" if probability else "a finite logit"),
                 hint="e.g. --threshold 0.3 for a sigmoid output positive above 0.3")
-        summary = "{}: positive when > {!r}".format(self.summary.split(":")[0], value)
+        summary = "{}: {} > {!r}".format(self.summary.split(":")[0], "class 1 when its probability is"
+                                         if self.single_label else "positive when", value)
         return OutputKind(self.base, self.scale, self.binary, self.multilabel, summary, threshold=value)
 
     @property
@@ -89,11 +90,17 @@ class OutputKind(object):
             raise InputError("{} has one column: an arg-max over it is always 0, so it cannot hold {}".format(
                 where, self.name), hint="a one-column output is binary: --output-kind binary-logit or "
                                         "binary-probability")
+        if self.single_label and self.threshold is not None and columns != 2:
+            raise InputError("{} has {} columns: a decision threshold on {} is for two classes (class 1 when its "
+                             "probability is above it)".format(where, columns, self.base),
+                             hint="drop --threshold: the class is the arg-max")
 
     def decide(self, outputs):
         """The model's answer per row of ``outputs`` (N, columns): class indices (N,) int64 for single-label and
         binary kinds (binary: 1 = positive), a boolean (N, labels) array for multi-label ones."""
         outputs = np.asarray(outputs, dtype=np.float32)
+        if self.single_label and self.threshold is not None:  # two classes: MTCNN's face when p(face) > 0.6
+            return (self.probabilities(outputs)[:, 1] > self.threshold).astype(np.int64)
         if self.single_label:
             return outputs.argmax(1)
         positive = outputs > self.cutoff
@@ -104,7 +111,7 @@ class OutputKind(object):
         arg-max over C; one channel: 1 where positive), the rule of ``decide`` applied to every pixel."""
         outputs = np.asarray(outputs, dtype=np.float32)
         n, c, h, w = outputs.shape
-        if not self.binary and not self.multilabel:
+        if self.single_label and self.threshold is None:
             return outputs.argmax(1)
         return self.decide(np.moveaxis(outputs, 1, -1).reshape(-1, c)).reshape(n, h, w)
 

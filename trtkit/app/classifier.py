@@ -83,7 +83,11 @@ class Classifier(LoadedModel):
         kind = self.kind
         probabilities = kind.probabilities(outputs)
         k = min(_check_k(top_k), probabilities.shape[1] if probabilities.ndim == 2 else 0)
-        order = np.argsort(-probabilities, axis=1, kind="stable")[:, :k] if probabilities.size else []
+        order = np.argsort(-probabilities, axis=1, kind="stable") if probabilities.size else []
+        if kind.threshold is not None and not kind.multilabel and probabilities.size:  # the decided class first
+            decided = kind.decide(outputs)
+            order = [[d] + [i for i in row if i != d] for d, row in zip(decided, order)]
+        order = [row[:k] for row in order]
         positive = kind.decide(outputs) if kind.multilabel else None
         names = self.class_names
         results = []

@@ -93,8 +93,9 @@ def prepare(entry, contract):
         check_float_input(value, contract, "a preprocessed image")
         return value, None
     if kind == "pixels":
+        from trtkit.data.decode import upright
         from trtkit.data.preprocess import preprocess, to_pil
-        image = to_pil(value)
+        image = to_pil(upright(value, contract) if _is_pil(value) else value)  # an array has no EXIF
         return preprocess(image, contract), image.size
     if kind == "encoded":
         return decode_bytes(value, contract)

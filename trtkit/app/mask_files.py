@@ -45,15 +45,18 @@ def output_names(files):
 
 
 class MaskWriter(object):
-    """Writes each image's mask and overlay into ``out`` (a folder that exists)."""
+    """Writes each image's mask and overlay into ``out`` (a folder that exists); ``contract``: the build's, whose
+    EXIF handling the overlay's photo follows (upright as the model saw it)."""
 
-    def __init__(self, out, files):
+    def __init__(self, out, files, contract=None):
         self.out = out
         self.names = dict(zip(files, output_names(files)))
+        self.contract = contract
 
     def write(self, path, mask):
         """Write the mask and the overlay of image file ``path``; returns their paths."""
         from trtkit.app.palette import encode_png, mask_image, overlay
+        from trtkit.data.decode import upright
         from trtkit.data.preprocess import _pil
         from trtkit.fileio import write_bytes
         base = os.path.join(self.out, self.names[path])
@@ -61,6 +64,8 @@ class MaskWriter(object):
         write_bytes(written[0], encode_png(mask_image(mask)))
         with _pil().open(path) as photo:
             photo.load()
+            if self.contract is not None:
+                photo = upright(photo, self.contract)
             write_bytes(written[1], encode_png(overlay(photo, mask)))
         return written
 

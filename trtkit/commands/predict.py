@@ -113,7 +113,7 @@ def _segment(model, files, args, writer, bar, skipped):
     if not args.json:
         log.info("each image's classes covering most of its pixels (share of the pixels the model saw)")
     with output_dir(args.out) if args.out else _Nothing() as out:
-        files_writer = MaskWriter(out, files) if out else None
+        files_writer = MaskWriter(out, files, model.contract) if out else None
         for label, mask in model.iter_predict(files, on_unreadable=skipped):
             summary = record(label, mask, model, args.top_k)
             if files_writer is not None:

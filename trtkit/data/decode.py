@@ -55,14 +55,49 @@ def read_image(path, contract, draft=True):
 
 
 def read_image_sized(path, contract, draft=True):
-    """``read_image`` and the image's own size (w, h), before any draft or resize: (array, (w, h))."""
+    """``read_image`` and the image's own size (w, h), upright when the contract applies EXIF orientation, before
+    any draft or resize: (array, (w, h))."""
     Image = require("PIL.Image", "reading image files")
     with Image.open(path) as image:
-        original = image.size
+        tag = exif_orientation(image)
+        turned = contract.exif_orientation == "apply" and tag in TURNING
+        original = (image.size[1], image.size[0]) if turned else image.size
         if draft and image.format == "JPEG" and contract.resize_filter == "pil":  # a draft shrinks by area
-            image.draft(None, resize_target(original, contract))
+            image.draft(None, resize_target(original[::-1] if turned else original, contract))
         image.load()
-        return preprocess(image, contract, original_size=original), original
+        return preprocess(upright(image, contract, path, tag), contract, original_size=original), original
+
+
+TURNING = (5, 6, 7, 8)  # EXIF orientations that swap width and height
+
+
+def exif_orientation(image):
+    """The EXIF orientation tag of a PIL image (1, upright as stored, when it has none or it cannot be read)."""
+    try:
+        return int(image.getexif().get(0x0112) or 1)
+    except Exception:  # a corrupt EXIF block: the pixels as stored
+        return 1
+
+
+def upright(image, contract, name=None, tag=None):
+    """``image`` turned upright by its EXIF orientation when ``contract.exif_orientation`` is ``apply`` (as
+    OpenCV's imread does); else as stored (as PIL and torchvision do), with a warning the first time a photo
+    carries a turning tag, since the model's own pipeline may read it either way."""
+    tag = exif_orientation(image) if tag is None else tag
+    if tag == 1:
+        return image
+    if contract.exif_orientation == "apply":
+        return require("PIL.ImageOps", "reading image files").exif_transpose(image)
+    if not _EXIF_WARNED:  # once per process, whichever file comes first
+        from trtkit import log
+        _EXIF_WARNED.append(tag)
+        log.warn("photos with an EXIF orientation tag (the first: {}, tag {}) are used as stored, as PIL and "
+                 "torchvision read them; OpenCV's imread turns them upright: if the model's own pipeline does, "
+                 "pass --exif-orientation apply".format(name if isinstance(name, str) else "an image", tag))
+    return image
+
+
+_EXIF_WARNED = []
 
 
 def describe_error(exc):

@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from trtkit.data.decode import TURNING, exif_orientation
 from trtkit.data.preprocess import PADDED, _pil, placement
 from trtkit.errors import InputError
 
@@ -51,6 +52,16 @@ def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
     return out
 
 
+def masks_to_map_size(masks, height, width):
+    """int64 (N, H, W) masks resized (nearest neighbour, pixel centres) to a model's smaller or larger output
+    map of ``height`` x ``width``: a strided map (MTCNN's PNet gives 55x75 for 120x160 images) is scored
+    against the masks at its own size."""
+    masks = np.asarray(masks)
+    rows = np.minimum(((np.arange(height) + 0.5) * masks.shape[1] / float(height)).astype(np.int64), masks.shape[1] - 1)
+    cols = np.minimum(((np.arange(width) + 0.5) * masks.shape[2] / float(width)).astype(np.int64), masks.shape[2] - 1)
+    return masks[:, rows][:, :, cols]
+
+
 class MaskFiles(object):
     """The masks of a folder listing: ``read(pairs, contract)`` -> int64 (N, H, W) for (image, mask) relative
     paths, each mask checked to have its image's size."""
@@ -65,7 +76,9 @@ class MaskFiles(object):
             path = os.path.join(self.root, mask_path)
             try:
                 with Image.open(os.path.join(self.root, image_path)) as image:
-                    size = image.size
+                    size = image.size  # the image as the model sees it: upright when the contract turns it
+                    if contract.exif_orientation == "apply" and exif_orientation(image) in TURNING:
+                        size = size[::-1]
                 with Image.open(path) as mask:
                     mask.load()
                     if mask.size != size:

@@ -128,7 +128,7 @@ def _stage_model(build, artifact, name, staging, options, check):
                     "\n(the stock 'tensorrt' backend loads engines of its own TensorRT version only)")
     max_batch, preferred = plan_batching(io, kind, options, label=name)
     text = model_config_text(name, io, kind, options, comment=comment, batching=(max_batch, preferred),
-                             ran_on=artifact.get("ran_on"))
+                             ran_on=artifact.get("ran_on"), runtime=artifact.get("backend"))
     if check:
         parse_model_config(text)
     folder = os.path.join(staging, name)

@@ -96,15 +96,15 @@ def nhwc_to_nchw(model):
 
 
 def is_nhwc_map(dims):
-    """True for ``[N, H, W, C]`` dims of a channels-last output: C fixed and smaller than H and W (which may be
-    dynamic), or ``[N, 1, 1, C]`` (a channels-last classifier's 1x1 map)."""
+    """True for ``[N, H, W, C]`` dims of a channels-last output: C fixed and smaller than H and W, which may be
+    dynamic (None, or a symbolic name such as tf2onnx's ``unk__718``), or ``[N, 1, 1, C]`` (a channels-last
+    classifier's 1x1 map)."""
     if len(dims) != 4 or not isinstance(dims[3], int) or dims[3] < 1:
         return False
     h, w, c = dims[1], dims[2], dims[3]
     if h == 1 and w == 1:
         return c > 1
-    return all(d is None or (isinstance(d, int) and d > c) for d in (h, w)) and (h is None or h > 1) \
-        and (w is None or w > 1)
+    return all(not isinstance(d, int) or d > max(c, 1) for d in (h, w))
 
 
 def nhwc_output_to_nchw(model):

@@ -20,6 +20,7 @@ from trtkit import log
 from trtkit.backends.base import BuildInputs
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
 from trtkit.errors import DeviceUnavailable, InputError
+from trtkit.pipeline.gate import advice, agreement_name, judge, threshold
 from trtkit.pipeline.manifest import new_manifest, save_manifest
 from trtkit.pipeline.records import ArtifactRecord
 
@@ -113,7 +114,7 @@ def _export(state):
                                       comparison=comparison)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
              "{} agreement {:.2%} on {} images ({:.1f}s)".format(
-                 state.name, exporter, opset, diff, _agreement_name(comparison.result()), agreement, len(images),
+                 state.name, exporter, opset, diff, agreement_name(comparison.result()), agreement, len(images),
                  time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
             "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
@@ -211,7 +212,7 @@ def _verify_all(state, records):
                 record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
-            _judge(record, _threshold(state, record["precision"]))
+            judge(record, threshold(state.options, state.source.info.get("task"), record["precision"]))
         _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
     return summary
 
@@ -232,62 +233,6 @@ def _comparison(info):
         return DenseComparison(info.get("output_kind"))
     from trtkit.pipeline.verify import Comparison
     return Comparison(info.get("output_kind"))
-
-
-def _threshold(state, precision):
-    """The agreement a variant of ``precision`` needs: the user's, else the task's default."""
-    options = state.options
-    if precision not in options.min_agreement_given and state.source.info.get("task") == "segmentation":
-        from trtkit.pipeline.dense import MIN_PIXEL_AGREEMENT
-        return MIN_PIXEL_AGREEMENT.get(precision, options.min_agreement[precision])
-    return options.min_agreement[precision]
-
-
-def _judge(record, threshold):
-    """The verification gate: agreement of the model's decisions with FP32 at least ``threshold``; a
-    verification of nothing (no image) fails it."""
-    agreement = record["verify"]["top1_agreement"]
-    record["min_agreement"] = threshold
-    if agreement is None:
-        record["status"] = "failing"
-        record["status_detail"] = "verified on no image: nothing was compared"
-    elif agreement < threshold:
-        record["status"] = "failing"
-        record["status_detail"] = "{} agreement {:.2%} is below {:g}%".format(
-            _agreement_name(record["verify"]), agreement, round(100.0 * threshold, 4))  # 99.5%, not "100%"
-    elif _miou_drop(record) is not None:
-        record["status"] = "failing"
-        record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(
-            record["verify"]["miou"], record["verify"]["reference_miou"])
-    else:
-        record["status"] = "ok"
-    if record["status"] == "failing":
-        log.warn("{}: {}".format(record["name"], record["status_detail"]) + _advice(record["precision"]))
-
-
-def _miou_drop(record):
-    """The mIoU a quantized segmentation variant loses against FP32 on the masks, when over the gate's limit."""
-    from trtkit.pipeline.dense import MAX_MIOU_DROP
-    from trtkit.precision.types import Precision
-    verify = record["verify"]
-    if verify.get("task") != "segmentation" or verify.get("miou") is None or verify.get("reference_miou") is None \
-            or not Precision.parse(record["precision"]).quantized:
-        return None
-    drop = verify["reference_miou"] - verify["miou"]
-    return drop if drop > MAX_MIOU_DROP + 1e-12 else None
-
-
-def _agreement_name(verification):
-    """What the agreement counts: pixels of a segmentation map, the top-1 class, or the model's decisions."""
-    from trtkit.outputs import OutputKind
-    if verification.get("task") == "segmentation":
-        return "pixel"
-    return "top-1" if OutputKind.parse(verification.get("decision") or "logits").single_label else "decision"
-
-
-def _advice(precision):
-    from trtkit.precision.types import Precision
-    return Precision.parse(precision).advice
 
 
 def _time_all(state, records, runners):
@@ -349,9 +294,9 @@ def gate_summary(manifest):
     if not failing:
         return None
     parts = ["{}: {}".format(a["name"], a["status_detail"]) for a in failing]
-    advice = [_advice(p) for p in sorted(set(a["precision"] for a in failing))]
+    tips = [advice(p) for p in sorted(set(a["precision"] for a in failing))]
     return "failing its verification gate: {}{}; or --precision auto to get the fastest variant that passes".format(
-        "; ".join(parts), "".join(advice))
+        "; ".join(parts), "".join(tips))
 
 
 def _build_into(options, folder):
@@ -378,7 +323,7 @@ def _build_into(options, folder):
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
                                              state.source.info.get("task"), state.source.num_classes,
-                                             gate=_threshold(state, "mixed"))
+                                             gate=threshold(state.options, state.source.info.get("task"), "mixed"))
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

@@ -5,17 +5,17 @@ from trtkit.fileio import human_bytes
 
 def format_table(manifest):
     """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status (for a
-    segmentation model: pixel agreement and mIoU)."""
+    segmentation model: pixel agreement, mIoU against FP32's decisions, mIoU against the masks)."""
     dense = manifest.get("model", {}).get("task") == "segmentation"
     metric = "mIoU" if dense else "accuracy"
-    header = ["variant", "backend", "size", "pixel agree" if dense else "top-1 agree", metric, "max |diff|", "img/s",
-              "status"]
+    agreements = ["pixel agree", "mIoU vs FP32"] if dense else ["top-1 agree"]
+    header = ["variant", "backend", "size"] + agreements + [metric, "max |diff|", "img/s", "status"]
     rows = []
     for a in manifest["artifacts"]:
         v = a.get("verify") or {}
-        rows.append([
-            a["name"], a["backend"], human_bytes(a["bytes"]),
-            _pct(v.get("top1_agreement")), _pct(v.get("accuracy")),
+        figures = [v.get("pixel_agreement"), v.get("miou_vs_reference")] if dense else [v.get("top1_agreement")]
+        rows.append([a["name"], a["backend"], human_bytes(a["bytes"])] + [_pct(f) for f in figures] + [
+            _pct(v.get("accuracy")),
             "{:.2e}".format(v["max_abs_diff"]) if v.get("max_abs_diff") is not None else "-",
             "{:.1f}".format(a["throughput_ips"]) if a.get("throughput_ips") else "-",
             a.get("status", "-"),

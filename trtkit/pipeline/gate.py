@@ -1,0 +1,84 @@
+"""The verification gate: whether a verified variant may be called ``ok``.
+
+Kept apart from the build loop (``run``) because it is the part with the
+rules in it, which tests and the precision search read on their own: the
+agreement of the variant's decisions with FP32's (per image, or per pixel for
+a segmentation map, at least the precision's threshold: the user's
+``--min-agreement`` or the task's default); for a segmentation map also its
+mIoU against FP32's decision maps (``dense.MIN_MIOU_VS_REFERENCE``: pixel
+agreement alone misses a class on few pixels) and, with masks, the mIoU a
+quantized variant may lose against the masks (``dense.MAX_MIOU_DROP``). A
+verification of nothing fails.
+"""
+
+from trtkit import log
+
+
+def threshold(options, task, precision):
+    """The agreement a variant of ``precision`` needs: the user's, else the task's default."""
+    if precision not in options.min_agreement_given and task == "segmentation":
+        from trtkit.pipeline.dense import MIN_PIXEL_AGREEMENT
+        return MIN_PIXEL_AGREEMENT.get(precision, options.min_agreement[precision])
+    return options.min_agreement[precision]
+
+
+def judge(record, needed):
+    """Set ``status`` (ok/failing), ``status_detail`` and ``min_agreement`` of a verified artifact record, and
+    warn when it fails."""
+    agreement = record["verify"]["top1_agreement"]
+    record["min_agreement"] = needed
+    if agreement is None:
+        record["status"] = "failing"
+        record["status_detail"] = "verified on no image: nothing was compared"
+    elif agreement < needed:
+        record["status"] = "failing"
+        record["status_detail"] = "{} agreement {:.2%} is below {:g}%".format(
+            agreement_name(record["verify"]), agreement, round(100.0 * needed, 4))  # 99.5%, not "100%"
+    elif miou_vs_reference_short(record):
+        record["status"] = "failing"
+        record["status_detail"] = miou_vs_reference_short(record)
+    elif miou_drop(record) is not None:
+        record["status"] = "failing"
+        record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(
+            record["verify"]["miou"], record["verify"]["reference_miou"])
+    else:
+        record["status"] = "ok"
+    if record["status"] == "failing":
+        log.warn("{}: {}".format(record["name"], record["status_detail"]) + advice(record["precision"]))
+
+
+def miou_drop(record):
+    """The mIoU a quantized segmentation variant loses against FP32 on the masks, when over the gate's limit."""
+    from trtkit.pipeline.dense import MAX_MIOU_DROP
+    from trtkit.precision.types import Precision
+    verify = record["verify"]
+    if verify.get("task") != "segmentation" or verify.get("miou") is None or verify.get("reference_miou") is None \
+            or not Precision.parse(record["precision"]).quantized:
+        return None
+    drop = verify["reference_miou"] - verify["miou"]
+    return drop if drop > MAX_MIOU_DROP + 1e-12 else None
+
+
+def miou_vs_reference_short(record):
+    """Why a segmentation variant's mIoU against FP32's decisions is below its gate, or None."""
+    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
+    verify, needed = record["verify"], MIN_MIOU_VS_REFERENCE.get(record["precision"])
+    if verify.get("task") != "segmentation" or needed is None or verify.get("miou_vs_reference") is None \
+            or verify["miou_vs_reference"] >= needed:
+        return None
+    return "mIoU against FP32's decisions {:.2%} is below {:g}% (pixel agreement {:.2%}: a class on few pixels " \
+           "changed)".format(verify["miou_vs_reference"], 100.0 * needed, verify["pixel_agreement"])
+
+
+def agreement_name(verification):
+    """What the agreement counts: pixels of a segmentation map, the top-1 class, or the model's decisions."""
+    from trtkit.outputs import OutputKind
+    if verification.get("task") == "segmentation":
+        return "pixel"
+    return "top-1" if OutputKind.parse(verification.get("decision") or "logits").single_label else "decision"
+
+
+def advice(precision):
+    """What to try when a variant of ``precision`` fails its gate."""
+    from trtkit.precision.types import Precision
+    return Precision.parse(precision).advice
