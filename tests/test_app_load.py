@@ -89,6 +89,21 @@ def test_build_folder_takes_the_fastest_passing_artifact_and_precision_picks(tmp
     assert locate(chosen).precision == "fp32"  # the manifest's choice beats the fastest
 
 
+def test_a_failing_artifact_loaded_by_its_file_is_said_to_fail(tmp_path, capsys):
+    """A blind test: trtkit.load("efficientnet.int8.onnx") ran a build's failing INT8 silently, while the same
+    artifact loaded from the build with precision="int8" was warned about."""
+    folder = tiny_build(tmp_path / "b", [{"precision": "fp32", "status": "ok", "throughput_ips": 100.0},
+                                         {"precision": "int8", "status": "failing", "throughput_ips": 900.0,
+                                          "status_detail": "top-1 agreement 88.64% is below 98%"}])
+    capsys.readouterr()
+    with trtkit.load(os.path.join(folder, "tiny.int8.onnx")) as model:
+        assert model.precision == "int8"
+    assert "tiny.int8: top-1 agreement 88.64% is below 98%" in capsys.readouterr().err
+    with trtkit.load(os.path.join(folder, "tiny.fp32.onnx")):
+        pass
+    assert "below" not in capsys.readouterr().err
+
+
 def test_load_errors_say_what_is_wrong(tmp_path):
     folder = tiny_build(tmp_path / "b", [{"precision": "fp32", "status": "ok", "throughput_ips": 1.0}])
     with pytest.raises(InputError, match="no such file or folder"):

@@ -290,3 +290,23 @@ def test_a_negative_std_inverts_the_image():
     flipped = InputContract(size=8, channels=1, mean=1 - 0.1307, std=-0.3081, resize="stretch")
     from trtkit.data.preprocess import preprocess as prepared
     assert np.allclose(prepared(Image.fromarray(pixels), flipped), prepared(inverted, contract), atol=1e-5)
+
+
+def test_files_given_to_predict_are_decoded_whole_as_the_model_s_own_pipeline_decodes_them(tmp_path):
+    """A blind test: an EfficientNet-B0 from a package that decodes photos whole (torchvision's PIL transforms)
+    answered up to 0.18 apart on large JPEGs given as files (a JPEG draft) and exactly alike given as PIL
+    images."""
+    from trtkit.app.inputs import decode_bytes, expand, prepare
+    rng = np.random.RandomState(3)
+    photo = Image.fromarray(rng.randint(0, 255, size=(600, 800, 3)).astype(np.uint8))
+    path = str(tmp_path / "big.jpg")
+    photo.save(path, quality=90)
+    contract = InputContract(size=64)
+    with Image.open(path) as image:
+        image.load()
+        from_pil, _ = prepare(next(expand(image)), contract)
+    from_file, size = prepare(next(expand(path)), contract)
+    assert size == (800, 600) and np.array_equal(from_file, from_pil)
+    with open(path, "rb") as handle:
+        assert np.array_equal(decode_bytes(handle.read(), contract)[0], from_pil)  # serve's encoded images
+    assert not np.array_equal(read_image(path, contract, draft=True), from_pil)  # what the draft would give

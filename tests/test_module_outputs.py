@@ -86,3 +86,77 @@ def test_a_module_returning_a_tuple_builds_the_output_named_and_refuses_without_
     with pytest.raises(TrtkitError) as error:
         trtkit.build(checkpoint=None, output="x", precision="fp32", out=str(tmp_path / "c"))
     assert "--output picks one output" in str(error.value)
+
+
+class ChannelsLastScores(nn.Module):
+    """EasyOCR's CRAFT in miniature: an NCHW image in, region/link score maps out channels-last
+    [N, H/2, W/2, 2], in a tuple with a feature map."""
+
+    def __init__(self):
+        super(ChannelsLastScores, self).__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
+
+    def forward(self, x):
+        scores = self.body(x)
+        return scores.permute(0, 2, 3, 1), scores
+
+
+def test_a_channels_last_map_is_read_channels_first_from_a_module_and_an_onnx(tmp_path):
+    """Measured before: CRAFT's [N, 192, 256, 2] maps (384x512 input) were built as a 192-class segmentation of
+    256x2 pixels, "agreeing" 100% with FP32, and predict returned classes up to 191."""
+    import onnx
+    import onnxruntime as ort
+    from trtkit.onnx.layout import is_channels_last_of
+    assert is_channels_last_of([1, 192, 256, 2], (384, 512)) and is_channels_last_of([1, 55, 75, 2], (120, 160))
+    assert not is_channels_last_of([1, 2, 192, 256], (384, 512))  # channels first already
+    assert not is_channels_last_of([1, 64, 64, 64], (128, 128))  # square and as many channels: channels first
+    assert not is_channels_last_of([1, 21, 512, 512], (512, 512)) and not is_channels_last_of([1, 10], (32, 32))
+    module = ChannelsLastScores().eval()
+    result = trtkit.build(model=module, output=0, input_size=(32, 48), resize="stretch", data="sample",
+                          precision="fp32", backend="onnxruntime", out=str(tmp_path / "m"), verify_images=8,
+                          bench_seconds=0)
+    model = result.manifest["model"]
+    assert (model["task"], model["num_classes"]) == ("segmentation", 2), model
+    fp32 = str(tmp_path / "m" / result.manifest["artifacts"][0]["path"])
+    session = ort.InferenceSession(fp32, providers=["CPUExecutionProvider"])
+    x = np.random.RandomState(0).rand(1, 3, 32, 48).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x))[1].numpy()  # the channels-first maps
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    assert got.shape == (1, 2, 16, 24) and np.allclose(got, expected, atol=1e-5)
+    # the same maps from an ONNX with a fixed NCHW input, as another framework exports it
+    path = str(tmp_path / "craft.onnx")
+
+    class First(nn.Module):
+        def __init__(self):
+            super(First, self).__init__()
+            self.inner = module
+
+        def forward(self, x):
+            return self.inner(x)[0]
+    torch.onnx.export(First().eval(), torch.zeros(1, 3, 32, 48), path, input_names=["image"], output_names=["y"],
+                      opset_version=13, dynamo=False)
+    assert [d.dim_value for d in onnx.load(path).graph.output[0].type.tensor_type.shape.dim] == [1, 16, 24, 2]
+    result = trtkit.build(onnx=path, resize="stretch", data="sample", precision="fp32", backend="onnxruntime",
+                          out=str(tmp_path / "o"), verify_images=8, bench_seconds=0)
+    model = result.manifest["model"]
+    assert (model["task"], model["num_classes"]) == ("segmentation", 2), model
+    assert any("channels-last" in note and "32x48 input" in note for note in model["notes"]), model["notes"]
+
+
+def test_an_output_kind_that_contradicts_the_graph_s_softmax_is_warned_about(tmp_path, capsys):
+    """A blind test: --output-kind logits on a Keras model ending in Softmax was taken silently, the log still
+    saying the output held probabilities, and predict showed a second softmax (79.72% as 64.41%)."""
+    path = str(tmp_path / "softmax.onnx")
+    torch.onnx.export(SoftmaxEnd().eval(), torch.zeros(1, 3, 16, 16), path, input_names=["image"],
+                      output_names=["p"], opset_version=13, dynamo=False)
+    result = trtkit.build(onnx=path, output_kind="logits", data="sample", input_size=16, precision="fp32",
+                          backend="onnxruntime", out=str(tmp_path / "b"), verify_images=8, bench_seconds=0)
+    err = capsys.readouterr().err
+    assert "--output-kind logits contradicts the graph" in err and "'p'" in err
+    assert result.manifest["model"]["output_kind"] == "logits"  # the user's word stands, and is noted
+    assert any("--output-kind logits replaces the probabilities" in n for n in result.manifest["model"]["notes"])
+    trtkit.build(onnx=path, data="sample", input_size=16, precision="fp32", backend="onnxruntime",
+                 out=str(tmp_path / "c"), verify_images=8, bench_seconds=0)
+    assert "contradicts" not in capsys.readouterr().err

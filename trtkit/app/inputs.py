@@ -108,8 +108,8 @@ def read_file(path, contract):
     from trtkit.data.decode import describe_error, read_image_sized
     if not os.path.isfile(path):
         raise InputError("image not found: {}".format(path), hint="check the path")
-    try:
-        return read_image_sized(path, contract)
+    try:  # decoded whole, as the model's own pipeline decodes it: a JPEG draft moved answers (read_image_sized)
+        return read_image_sized(path, contract, draft=False)
     except MemoryError:
         raise
     except Exception as exc:  # PIL raises OSError, SyntaxError, ValueError... for files it cannot read
@@ -123,7 +123,7 @@ def decode_bytes(data, contract):
     import io
     from trtkit.data.decode import describe_error, read_image_sized
     try:
-        return read_image_sized(io.BytesIO(bytes(data)), contract)
+        return read_image_sized(io.BytesIO(bytes(data)), contract, draft=False)
     except MemoryError:
         raise
     except Exception as exc:

@@ -117,10 +117,7 @@ def choose_artifact(build, precision=None, backend=None):
         if not found:
             raise InputError("the build at {} has no {} artifact".format(where, precision),
                              hint="it has " + _listing(candidates, "precision"))
-        if found[0].get("status") != "ok":
-            log.warn("{}: {}".format(found[0]["name"], found[0].get("status_detail") or "status {}".format(
-                found[0].get("status", "unknown"))))
-        return found[0]
+        return _said_unless_ok(found[0])
     chosen = _chosen(manifest, candidates)
     if chosen is not None:
         return chosen
@@ -135,6 +132,15 @@ def choose_artifact(build, precision=None, backend=None):
     raise InputError("no artifact of the build at {} passed verification ({})".format(
         where, ", ".join("{} {}".format(a["name"], a.get("status")) for a in candidates)),
         hint="pick one anyway with precision= (--precision), or rebuild")
+
+
+def _said_unless_ok(artifact):
+    """``artifact``, with a warning when its build's verification did not pass it (asked for by precision, or
+    loaded by its file: a failing INT8 loaded as a file ran silently)."""
+    if artifact.get("status") != "ok":
+        log.warn("{}: {}".format(artifact["name"], artifact.get("status_detail") or "status {}".format(
+            artifact.get("status", "unknown"))))
+    return artifact
 
 
 def _chosen(manifest, candidates):
@@ -240,7 +246,7 @@ def _lone_onnx(path, precision, backend):
     if beside is not None and beside[1] is not None and beside[1].get("backend") == "onnxruntime":
         build, artifact = beside
         _check_precision(path, precision, artifact.get("precision"))
-        return target_of(build, artifact)
+        return target_of(build, _said_unless_ok(artifact))
     guessed = re.search(r"\.(fp32|fp16|int8|bf16)\.onnx$", path.lower())
     known = (beside[1] or {}).get("precision") if beside else None
     precision = _check_precision(path, precision, known or (guessed.group(1) if guessed else None))
@@ -288,7 +294,7 @@ def _lone_engine(path, precision, backend):
         _check_precision(path, precision, artifact.get("precision"))
         if backend and backend != artifact["backend"]:
             raise InputError("{} was built for {}, not {}".format(path, artifact["backend"], backend))
-        return target_of(build, artifact)
+        return target_of(build, _said_unless_ok(artifact))
     record = read_sidecar(path)
     if record is None:
         raise InputError("{} has no sidecar ({}) and no build manifest beside it lists it: what it expects is "

@@ -134,7 +134,7 @@ def _logits_function(worker):
         try:
             logits = worker.logits(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
         except TrtkitError as exc:
-            raise _bad_request(exc)
+            raise _bad_request(exc) from None  # no chain of PIL's and trtkit's tracebacks to the client
         return [{"logits": part} for part in np.split(logits, np.cumsum(sizes)[:-1])]
     return infer
 
@@ -152,7 +152,7 @@ def _images_function(worker, k):
                 decoded = [decode_bytes(data, model.contract) for data in encoded]
                 logits = worker.logits(np.stack([array for array, _ in decoded]))
             except TrtkitError as exc:
-                raise _bad_request(exc)
+                raise _bad_request(exc) from None
             responses.append(answer(model, logits, [size for _, size in decoded], k))
         return responses
     return infer

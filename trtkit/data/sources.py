@@ -276,4 +276,9 @@ def reconcile_classes(found, labels, names, what):
         log.warn_once("{} has label {} but the model's class names list only {}: its labels are not used "
                  "(check --class-names)".format(what, int(labels.max()), len(names)))
         return names, None
+    if found and labels is not None and found != names:  # folders man/, woman/ for classes female, male
+        pairs = ", ".join("{}={}".format(f, n) for f, n in list(zip(found, names))[:6])
+        log.warn_once("{}'s class folders are not named as the model's classes: labels follow the folders' sorted "
+                      "order ({}{}); if that is wrong, name the folders as the classes".format(
+                          what, pairs, ", ..." if len(found) > 6 else ""))
     return names, labels

@@ -47,6 +47,22 @@ def pick_output(module, outputs, key):
     return carry_attributes(module, PickOutput(module).eval()), outputs[key]
 
 
+def channels_first(module):
+    """``module`` wrapped to return its channels-last map ``[N, H, W, C]`` as ``[N, C, H, W]``, the layout every
+    step reads (``trtkit.onnx.layout.is_channels_last_of`` tells such a map)."""
+    import torch
+
+    class ChannelsFirst(torch.nn.Module):
+        def __init__(self, model):
+            super(ChannelsFirst, self).__init__()
+            self.model = model
+
+        def forward(self, x):
+            return self.model(x).permute(0, 3, 1, 2)
+
+    return carry_attributes(module, ChannelsFirst(module).eval())
+
+
 TRTKIT_ATTRIBUTES = ("trtkit_name", "num_classes", "task", "input_contract", "stem")
 
 

@@ -107,21 +107,44 @@ def is_nhwc_map(dims):
     return all(not isinstance(d, int) or d > max(c, 1) for d in (h, w))
 
 
-def nhwc_output_to_nchw(model):
-    """Give the first output of a model whose input was NHWC a Transpose to NCHW when it is a channels-last
-    map (``is_nhwc_map``), in place; returns a note, or None when not needed."""
+def _follows(rows, columns, input_hw):
+    """True when a map of ``rows`` x ``columns`` is the input's ``input_hw`` (H, W) at one stride (within 10%:
+    a valid convolution's edges): a score map of the image."""
+    if rows < 2 or columns < 2:
+        return False
+    down, across = input_hw[0] / float(rows), input_hw[1] / float(columns)
+    return abs(down - across) <= 0.1 * max(down, across)
+
+
+def is_channels_last_of(dims, input_hw):
+    """True for a fixed ``[N, H', W', C]`` output of a model with an NCHW input of ``input_hw``: H' and W' follow
+    the input (``_follows``), C is smaller than both and ``[W', C]`` does not follow it. Measured: EasyOCR's
+    CRAFT returns its region/link scores as [N, 192, 256, 2] for a 384x512 input, and was built as a
+    192-class map of 256x2 pixels, "agreeing" 100%."""
+    if len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in dims[1:]) or input_hw is None:
+        return False
+    rows, columns, channels = dims[1], dims[2], dims[3]
+    return channels < min(rows, columns) and _follows(rows, columns, input_hw) \
+        and not _follows(columns, channels, input_hw)
+
+
+def nhwc_output_to_nchw(model, input_hw=None):
+    """Give the first output a Transpose to NCHW when it is a channels-last map, in place: of a model whose input
+    was NHWC (``is_nhwc_map``), or with ``input_hw`` of an NCHW model whose map follows its input
+    (``is_channels_last_of``); returns a note, or None when not needed."""
     if not model.graph.output:
         return None
     output = model.graph.output[0]
     dims = dims_of(output)
-    if not is_nhwc_map(dims):
+    if not (is_nhwc_map(dims) if input_hw is None else is_channels_last_of(dims, input_hw)):
         return None
     _append_to_output(model, "_nhwc", lambda inner: require("onnx.helper").make_node(
         "Transpose", [inner], [output.name], name=output.name + "_to_nchw", perm=_TO_NCHW))
     _permute_dims(output, _TO_NCHW)
     del model.graph.value_info[:]
-    return "the output '{}' was channels-last {} like the input: it now gives NCHW {}".format(
-        output.name, _show(dims), _show(dims_of(output)))
+    return "the output '{}' was channels-last {} {}: it now gives NCHW {}".format(
+        output.name, _show(dims), "like the input" if input_hw is None else
+        "(its H and W follow the {}x{} input)".format(*input_hw), _show(dims_of(output)))
 
 
 def input_dtype(model):

@@ -195,11 +195,16 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
     if converted:
         notes.append(converted)
     source_layout = "nhwc" if onnx_layout.is_nhwc(model, layout) else "nchw"
+    moved = None
     if source_layout == "nhwc":
         notes.append(onnx_layout.nhwc_to_nchw(model))
         moved = onnx_layout.nhwc_output_to_nchw(model)
-        if moved:
-            notes.append(moved)
+    else:
+        image_hw = tuple(dims_of(graph_inputs(model)[0])[2:])
+        if len(image_hw) == 2 and all(isinstance(d, int) for d in image_hw):  # a map that follows a fixed input
+            moved = onnx_layout.nhwc_output_to_nchw(model, image_hw)
+    if moved:
+        notes.append(moved)
     summary = OnnxSummary(model)
     if summary.batch is not None:
         model, note = norm.free_batch(model, summary.input_name, summary.batch, summary.image_shape)

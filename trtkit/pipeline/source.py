@@ -213,6 +213,7 @@ def _onnx_source(options, work_dir):
     kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
                         "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape),
                         options.threshold)
+    _check_override(options.output_kind, summary.output_kind, summary.output_names[0], notes)
     num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
     if options.num_classes and num_classes and options.num_classes != num_classes:
         raise InputError("{} outputs {} classes, not {}".format(options.onnx, num_classes, options.num_classes))
@@ -241,6 +242,22 @@ def read_exported_kind(info, options, onnx_path):
     info["output_kind"] = kind.name
     log.info("the exported graph's output holds {} (its last activation): verification, predict and serve use its "
              "decision rule (--output-kind overrides)".format(kind.name))
+
+
+def _check_override(asked, detected, output, notes):
+    """Warn when ``--output-kind`` contradicts an activation the graph ends in (a Softmax or Sigmoid read as
+    ``probabilities``): measured, ``--output-kind logits`` on a Keras softmax made predict apply a second softmax
+    (79.72% shown as 64.41%), with the log still saying the output held probabilities."""
+    from trtkit.outputs import OutputKind
+    if not asked or not detected:
+        return
+    asked_kind, found = OutputKind.parse(asked), OutputKind.parse(detected)
+    if found.scale != "logits" and asked_kind.scale != found.scale:
+        log.warn("--output-kind {} contradicts the graph: its output '{}' comes out of an activation that gives {}; "
+                 "predict and serve would read it as {} (drop --output-kind unless the graph is wrong)".format(
+                     asked, output, found.scale, asked_kind.scale))
+    if asked_kind.base != found.base:
+        notes.append("--output-kind {} replaces the {} read from the graph".format(asked, detected))
 
 
 def _output_kind(name, columns, where, threshold=None):
@@ -355,6 +372,13 @@ def _module_source(options):
     elif isinstance(out, (tuple, list, dict)):
         from trtkit.models.pick import pick_output
         module, out = pick_output(module, out, options.output)
+    from trtkit.onnx.layout import is_channels_last_of
+    if hasattr(out, "shape") and is_channels_last_of(list(out.shape), contract.size):
+        from trtkit.models.pick import channels_first
+        log.info("the module's output {} is a channels-last map of the {}x{} input: trtkit reads it as {}".format(
+            list(out.shape), contract.height, contract.width, [out.shape[0], out.shape[3], out.shape[1],
+                                                                out.shape[2]]))
+        module, out = channels_first(module), out.permute(0, 3, 1, 2)
     task = "segmentation" if hasattr(out, "shape") and out.dim() == 4 and tuple(out.shape[2:]) != (1, 1) else \
         "classification"
     if not hasattr(out, "shape") or (out.dim() != 2 and task == "classification"):
