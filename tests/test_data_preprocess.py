@@ -310,3 +310,23 @@ def test_files_given_to_predict_are_decoded_whole_as_the_model_s_own_pipeline_de
     with open(path, "rb") as handle:
         assert np.array_equal(decode_bytes(handle.read(), contract)[0], from_pil)  # serve's encoded images
     assert not np.array_equal(read_image(path, contract, draft=True), from_pil)  # what the draft would give
+
+
+def test_a_grey_model_with_the_opencv_filter_reads_files_as_cv2_imread_grayscale(tmp_path):
+    """A blind test: a captcha reader fed by ``cv2.imread(path, cv2.IMREAD_GRAYSCALE)`` + ``cv2.resize`` got
+    pixels up to 16 grey levels apart from trtkit's (PIL's own grey conversion), 98% of its strings alike.
+    tests/fixtures/cv2_grayscale.npz holds a JPEG and a PNG of a seeded picture and what opencv-python 4.10
+    (Apache-2.0) made of them: ``cv2.imdecode(bytes, IMREAD_GRAYSCALE)``, then ``cv2.resize`` to 40x28."""
+    from trtkit.app.inputs import decode_bytes
+    fixture = np.load(os.path.join(os.path.dirname(__file__), "fixtures", "cv2_grayscale.npz"))
+    contract = InputContract(size=(28, 40), channels=1, resize="stretch", resize_filter="opencv", mean=0, std=1,
+                             pixel_scale=255)
+    pil = InputContract(size=(28, 40), channels=1, resize="stretch", mean=0, std=1, pixel_scale=255)
+    for fmt in ("jpeg", "png"):
+        path = str(tmp_path / ("x." + fmt))
+        with open(path, "wb") as handle:
+            handle.write(fixture[fmt + "_bytes"].tobytes())
+        expected = fixture[fmt + "_grey_resized"][None].astype(np.float32)
+        assert np.array_equal(read_image(path, contract), expected), fmt
+        assert np.array_equal(decode_bytes(fixture[fmt + "_bytes"].tobytes(), contract)[0], expected), fmt
+    assert np.abs(read_image(str(tmp_path / "x.jpeg"), pil) - fixture["jpeg_grey_resized"][None]).max() > 2

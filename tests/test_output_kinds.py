@@ -208,3 +208,23 @@ def test_an_output_kind_that_cannot_be_told_or_does_not_fit_is_one_line(image_fo
     one = classifier_graph(str(tmp_path / "one.onnx"), 1, None)
     _refused(["--onnx", one, "--data", image_folders[2], "--output-kind", "logits"], str(tmp_path / "b"),
              "one column", "binary-logit")
+
+
+def test_a_checkpoint_with_a_one_logit_head_builds_as_binary_from_the_command_line(tmp_path):
+    """A blind test: an EfficientNet-B0 checkpoint with a one-logit head was refused by `trtkit build
+    --checkpoint` ("one column"), and with --output-kind binary-logit took 1 class and no names, while
+    trtkit.build(model=...) of the same weights read binary-logit, 2 classes and the folder names."""
+    torch = pytest.importorskip("torch")
+    from trtkit.models.classifiers import create_model
+    model = create_model("resnet18", num_classes=1)
+    checkpoint = str(tmp_path / "binary.pth")
+    torch.save(model.state_dict(), checkpoint)
+    out = str(tmp_path / "b")
+    done = run_cli(["build", "--checkpoint", checkpoint, "--model", "resnet18", "--input-size", "32",
+                    "--data", "sample", "--precision", "fp32", "--bench-seconds", "0", "--verify-images", "8",
+                    "--out", out, "-q"])
+    assert done.returncode == 0, done.stderr
+    import json
+    with open(os.path.join(out, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    assert (manifest["model"]["output_kind"], manifest["model"]["num_classes"]) == ("binary-logit", 2)

@@ -369,7 +369,8 @@ FIELDS = (
     Field("resize_filter", choices=list(RESIZE_FILTERS),
           help="pixel interpolation when resizing: pil (PIL's bilinear, antialiased when shrinking, as torchvision's "
                "PIL transforms; default) or opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite, "
-               "MediaPipe and OpenCV-based packages feed their models; match the model's own pipeline)"),
+               "MediaPipe and OpenCV-based packages feed their models, and for one channel cv2.imread's grey; match "
+               "the model's own pipeline)"),
     Field("exif_orientation", choices=list(EXIF_ORIENTATIONS),
           help="a photo's EXIF orientation tag: ignore (the pixels as stored, as PIL and torchvision's loaders; "
                "default) or apply (turned upright, as OpenCV's imread: match the model's own pipeline)"),

@@ -303,13 +303,16 @@ def _torch_source(options):
     model.input_contract = contract = resolve(model.input_contract, options.input_overrides(), TORCH_INPUT,
                                               what=model.trtkit_name)
     task = getattr(model, "task", "classification")
+    # a one-logit head is binary, as the module path reads it (measured: an EfficientNet-B0 checkpoint with a
+    # one-logit head was refused on the command line and took 1 class with --output-kind binary-logit)
+    output_kind = _output_kind(options.output_kind or ("binary-logit" if model.num_classes == 1 else "logits"),
+                               model.num_classes, model.trtkit_name, options.threshold)
+    num_classes = output_kind.classes(model.num_classes)
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
-            "sha256": sha256_file(path), "num_classes": model.num_classes, "stem": getattr(model, "stem", None),
-            "input": contract.to_dict(), "task": task,
-            "output_kind": _output_kind(options.output_kind or "logits", model.num_classes, model.trtkit_name,
-                                        options.threshold).name}
+            "sha256": sha256_file(path), "num_classes": num_classes, "stem": getattr(model, "stem", None),
+            "input": contract.to_dict(), "task": task, "output_kind": output_kind.name}
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
-                       num_classes=model.num_classes)
+                       num_classes=num_classes)
 
 
 def _checkpoint_model(options):
