@@ -121,10 +121,23 @@ def _answer_tensors(Tensor, model, k, logits_out):
 
 
 def _bad_request(exc):
-    """A request trtkit cannot serve: one line in the server's log, Triton's error response to the client."""
+    """A request trtkit cannot serve: one line in the server's log, Triton's error response to the client.
+
+    PyTriton answers an inference function's exception with Triton's 500 and the exception's traceback as the
+    message (measured: 2.6 KB, four chained tracebacks with the server's paths for a request holding no
+    image). The error raised here has no traceback to show, so the client reads trtkit's line (after
+    PyTriton's own frames, which no inference function can remove)."""
     from pytriton.exceptions import PyTritonBadParameterError
+
+    class BadRequest(PyTritonBadParameterError):
+        @property
+        def __traceback__(self):  # what traceback.format_exception reads: nothing of the server's code
+            return None
+
+    BadRequest.__module__ = "trtkit"  # the client reads "trtkit.BadRequest: <trtkit's line>"
+    BadRequest.__qualname__ = "BadRequest"
     log.warn("refused a request: {}".format(exc))
-    return PyTritonBadParameterError(str(exc))
+    return BadRequest(str(exc))
 
 
 def _logits_function(worker):
