@@ -102,6 +102,16 @@ def test_a_failing_artifact_loaded_by_its_file_is_said_to_fail(tmp_path, capsys)
     with trtkit.load(os.path.join(folder, "tiny.fp32.onnx")):
         pass
     assert "below" not in capsys.readouterr().err
+    # one file verified on two runtimes: passing on OpenVINO, failing on ONNX Runtime, on which a lone file runs
+    with open(os.path.join(folder, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    failing = manifest["artifacts"][1]
+    manifest["artifacts"].insert(1, dict(failing, name="tiny.int8-openvino", backend="openvino", status="ok"))
+    with open(os.path.join(folder, "manifest.json"), "w") as handle:
+        json.dump(manifest, handle)
+    with trtkit.load(os.path.join(folder, "tiny.int8.onnx")):
+        pass
+    assert "tiny.int8: top-1 agreement 88.64% is below 98%" in capsys.readouterr().err
 
 
 def test_load_errors_say_what_is_wrong(tmp_path):

@@ -75,8 +75,12 @@ def test_bad_masks_and_shapes_are_one_line_errors():
     scores = _scores(np.zeros((1, 4, 4), dtype=np.int64), 3)
     with pytest.raises(InputError, match="holds class 7 but the model has 3 classes"):
         DenseComparison().update(scores, scores, np.full((1, 4, 4), 7))
+    with pytest.raises(InputError, match="do not match"):  # masks smaller than the map
+        DenseComparison().update(scores, scores, np.zeros((1, 2, 2), dtype=np.int64))
     with pytest.raises(InputError, match="do not match"):  # two masks for one image
         DenseComparison().update(scores, scores, np.zeros((2, 4, 4), dtype=np.int64))
+    with pytest.raises(InputError, match="do not match"):  # a map that is not the image at a stride
+        DenseComparison().update(scores, scores, np.zeros((1, 4, 12), dtype=np.int64))
     with pytest.raises(VerificationFailed, match="differs"):
         DenseComparison().update(scores, scores[:, :2])
     with pytest.raises(VerificationFailed, match=r"\(N, C, H, W\)"):
@@ -114,6 +118,19 @@ def test_a_class_on_few_pixels_is_judged_by_its_iou_not_drowned_in_the_backgroun
     assert record["status_detail"] == ("mIoU against FP32's decisions 79.80% is below {:g}% (pixel agreement "
                                        "99.60%: a class on few pixels changed)".format(100 * MIN_MIOU_VS_REFERENCE[
                                            "int8"])), record["status_detail"]
+    # --min-agreement sets both figures; without it each has its default
+    from trtkit.pipeline.gate import miou_threshold
+
+    class Options(object):
+        min_agreement = {"fp32": 0.999, "fp16": 0.995, "int8": 0.95, "mixed": 0.98}
+        min_agreement_given = ("int8",)
+    assert miou_threshold(Options(), "segmentation", "int8") == 0.95
+    assert miou_threshold(Options(), "segmentation", "mixed") == MIN_MIOU_VS_REFERENCE["mixed"]
+    assert miou_threshold(Options(), "segmentation", "fp32") is None
+    assert miou_threshold(Options(), "classification", "int8") is None
+    lenient = {"name": "m.int8", "precision": "int8", "verify": figures}
+    judge(lenient, 0.95, 0.79)
+    assert lenient["status"] == "ok" and lenient["min_miou_vs_reference"] == 0.79
     # the budget of --precision auto without masks counts the lower figure
     assert drop_of(record, "agreement") == pytest.approx(100 * (1 - figures["miou_vs_reference"]))
     assert dense_agreement(0.99, None) == 0.99

@@ -101,6 +101,8 @@ def test_an_onnx_verified_on_openvino_is_served_by_tritons_openvino_backend(tmp_
     assert config_io(config) == ort_io(served)
     with open(served, "rb") as a, open(os.path.join(out, artifact["path"]), "rb") as b:
         assert a.read() == b.read()
+    with pytest.raises(InputError, match="OpenVINO, whose Triton backend runs on the CPU"):
+        triton.export_repository(out, str(tmp_path / "gpu"), options=triton_config.TritonOptions(instance_kind="gpu"))
     options = triton_config.TritonOptions()
     assert triton_config.triton_backend(options, "onnx", "onnxruntime") == "onnxruntime"
     assert triton_config.triton_backend(options, "plan", "openvino") == "tensorrt"

@@ -160,3 +160,5 @@ def test_an_output_kind_that_contradicts_the_graph_s_softmax_is_warned_about(tmp
     trtkit.build(onnx=path, data="sample", input_size=16, precision="fp32", backend="onnxruntime",
                  out=str(tmp_path / "c"), verify_images=8, bench_seconds=0)
     assert "contradicts" not in capsys.readouterr().err
+    _build(tmp_path, SoftmaxEnd(), "module", output_kind="logits")  # the module's exported graph, the same
+    assert "--output-kind logits contradicts the graph" in capsys.readouterr().err

@@ -70,8 +70,10 @@ class OutputKind(object):
             raise InputError("decision threshold {} is not {}".format(
                 value, "a probability between 0 and 1" if probability else "a finite logit"),
                 hint="e.g. --threshold 0.3 for a sigmoid output positive above 0.3")
-        summary = "{}: {} > {!r}".format(self.summary.split(":")[0], "class 1 when its probability is"
-                                         if self.single_label else "positive when", value)
+        if self.single_label:  # "class scores; the class is their arg-max" no longer holds
+            summary = "two classes ({}): class 1 when its probability is > {!r}".format(self.base, value)
+        else:
+            summary = "{}: positive when > {!r}".format(self.summary.split(":")[0], value)
         return OutputKind(self.base, self.scale, self.binary, self.multilabel, summary, threshold=value)
 
     @property

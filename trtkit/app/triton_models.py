@@ -127,17 +127,22 @@ def _bad_request(exc):
     message (measured: 2.6 KB, four chained tracebacks with the server's paths for a request holding no
     image). The error raised here has no traceback to show, so the client reads trtkit's line (after
     PyTriton's own frames, which no inference function can remove)."""
-    from pytriton.exceptions import PyTritonBadParameterError
+    if not _BAD_REQUEST:
+        from pytriton.exceptions import PyTritonBadParameterError
 
-    class BadRequest(PyTritonBadParameterError):
-        @property
-        def __traceback__(self):  # what traceback.format_exception reads: nothing of the server's code
-            return None
+        class BadRequest(PyTritonBadParameterError):
+            @property
+            def __traceback__(self):  # what traceback.format_exception reads: nothing of the server's code
+                return None
 
-    BadRequest.__module__ = "trtkit"  # the client reads "trtkit.BadRequest: <trtkit's line>"
-    BadRequest.__qualname__ = "BadRequest"
+        BadRequest.__module__ = "trtkit"  # the client reads "trtkit.BadRequest: <trtkit's line>"
+        BadRequest.__qualname__ = "BadRequest"
+        _BAD_REQUEST.append(BadRequest)
     log.warn("refused a request: {}".format(exc))
-    return BadRequest(str(exc))
+    return _BAD_REQUEST[0](str(exc))
+
+
+_BAD_REQUEST = []  # the class, made once (it subclasses PyTriton's, imported only when serving)
 
 
 def _logits_function(worker):

@@ -68,11 +68,12 @@ def read_image_sized(path, contract, draft=True):
     Image = require("PIL.Image", "reading image files")
     with Image.open(path) as image:
         tag = exif_orientation(image)
-        turned = contract.exif_orientation == "apply" and tag in TURNING
-        original = (image.size[1], image.size[0]) if turned else image.size
+        original = upright_size(image, contract, tag)
+        turned = original != image.size
         opencv_grey = contract.channels == 1 and contract.resize_filter == "opencv"
         if draft and image.format == "JPEG" and contract.resize_filter == "pil":  # a draft shrinks by area
-            image.draft(None, resize_target(original[::-1] if turned else original, contract))
+            target = resize_target(original, contract)  # of the upright image; a turned one is stored across
+            image.draft(None, target[::-1] if turned else target)
         elif opencv_grey and image.format == "JPEG" and image.mode != "L":
             image.draft("L", image.size)  # libjpeg's own grey output, as cv2.imread(IMREAD_GRAYSCALE) asks for
         image.load()
@@ -94,6 +95,13 @@ def _libpng_grey(image):
 
 
 TURNING = (5, 6, 7, 8)  # EXIF orientations that swap width and height
+
+
+def upright_size(image, contract, tag=None):
+    """(w, h) of ``image`` as the model sees it: across when the contract applies an EXIF tag that turns it."""
+    tag = exif_orientation(image) if tag is None else tag
+    turned = contract.exif_orientation == "apply" and tag in TURNING
+    return (image.size[1], image.size[0]) if turned else image.size
 
 
 def exif_orientation(image):

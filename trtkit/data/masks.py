@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from trtkit.data.decode import TURNING, exif_orientation
+from trtkit.data.decode import upright_size
 from trtkit.data.preprocess import PADDED, _pil, placement
 from trtkit.errors import InputError
 
@@ -52,6 +52,31 @@ def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
     return out
 
 
+def map_follows(rows, columns, size_hw):
+    """True when a map of ``rows`` x ``columns`` is an image of ``size_hw`` (H, W) at one stride (within 10%: a
+    valid convolution's edges), as a strided score map is."""
+    if rows < 2 or columns < 2:
+        return False
+    down, across = size_hw[0] / float(rows), size_hw[1] / float(columns)
+    return abs(down - across) <= 0.1 * max(down, across)
+
+
+def masks_for_map(masks, map_shape):
+    """``masks`` (N, H, W) for decision maps of ``map_shape`` (N, h, w): as they are when the shapes agree,
+    resized (nearest, with a warning) when the map is the image at a stride (MTCNN's PNet: 55x75 for 120x160),
+    else None (the caller refuses them)."""
+    masks = np.asarray(masks)
+    if masks.shape == tuple(map_shape):
+        return masks
+    if masks.ndim != 3 or masks.shape[0] != map_shape[0] or map_shape[1] > masks.shape[1] \
+            or map_shape[2] > masks.shape[2] or not map_follows(map_shape[1], map_shape[2], masks.shape[1:]):
+        return None
+    from trtkit import log
+    log.warn_once("the model's output maps are {}x{} for {}x{} inputs: the masks are resized to them (nearest) to "
+                  "score mIoU".format(map_shape[1], map_shape[2], masks.shape[1], masks.shape[2]))
+    return masks_to_map_size(masks, map_shape[1], map_shape[2])
+
+
 def masks_to_map_size(masks, height, width):
     """int64 (N, H, W) masks resized (nearest neighbour, pixel centres) to a model's smaller or larger output
     map of ``height`` x ``width``: a strided map (MTCNN's PNet gives 55x75 for 120x160 images) is scored
@@ -76,9 +101,7 @@ class MaskFiles(object):
             path = os.path.join(self.root, mask_path)
             try:
                 with Image.open(os.path.join(self.root, image_path)) as image:
-                    size = image.size  # the image as the model sees it: upright when the contract turns it
-                    if contract.exif_orientation == "apply" and exif_orientation(image) in TURNING:
-                        size = size[::-1]
+                    size = upright_size(image, contract)  # as the model sees it: upright when it turns it
                 with Image.open(path) as mask:
                     mask.load()
                     if mask.size != size:

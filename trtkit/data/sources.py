@@ -247,6 +247,11 @@ def _check_images(root, tally):
 
 # ------------------------------------------------------------------ class names
 
+def _is_id(folder):
+    """A class folder named by an id rather than a word: ImageNet's synsets (n01440764) or a number."""
+    return folder.isdigit() or (len(folder) == 9 and folder[0] == "n" and folder[1:].isdigit())
+
+
 def reconcile_classes(found, labels, names, what):
     """(class names, labels) of data with class names ``found`` and ``labels``, given the model's ``names``.
 
@@ -276,7 +281,8 @@ def reconcile_classes(found, labels, names, what):
         log.warn_once("{} has label {} but the model's class names list only {}: its labels are not used "
                  "(check --class-names)".format(what, int(labels.max()), len(names)))
         return names, None
-    if found and labels is not None and found != names:  # folders man/, woman/ for classes female, male
+    if found and labels is not None and found != names and not all(_is_id(f) for f in found):
+        # folders man/, woman/ for classes female, male (ImageNet's synset or numbered folders are the norm)
         pairs = ", ".join("{}={}".format(f, n) for f, n in list(zip(found, names))[:6])
         log.warn_once("{}'s class folders are not named as the model's classes: labels follow the folders' sorted "
                       "order ({}{}); if that is wrong, name the folders as the classes".format(

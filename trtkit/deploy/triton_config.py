@@ -136,6 +136,9 @@ def model_config_text(name, io, kind, options, comment=None, batching=None, ran_
         lines.append("# " + text)
     lines.append('name: "{}"'.format(_quote(name)))
     backend = triton_backend(options, kind, runtime)
+    if backend == "openvino" and instance == "gpu":
+        raise InputError("{} was verified on OpenVINO, whose Triton backend runs on the CPU".format(name),
+                         hint="drop --instance-kind gpu, or export an artifact verified on ONNX Runtime or TensorRT")
     lines.append('backend: "{}"'.format(_quote(backend)))
     if backend == "openvino":  # its default file is model.xml (OpenVINO IR)
         lines.append('default_model_filename: "model.onnx"')

@@ -22,6 +22,7 @@
 """
 
 from trtkit.deps import require
+from trtkit.data.masks import map_follows
 from trtkit.errors import InputError
 from trtkit.onnx.normalize import dims_of, graph_inputs, has_shape
 
@@ -107,25 +108,16 @@ def is_nhwc_map(dims):
     return all(not isinstance(d, int) or d > max(c, 1) for d in (h, w))
 
 
-def _follows(rows, columns, input_hw):
-    """True when a map of ``rows`` x ``columns`` is the input's ``input_hw`` (H, W) at one stride (within 10%:
-    a valid convolution's edges): a score map of the image."""
-    if rows < 2 or columns < 2:
-        return False
-    down, across = input_hw[0] / float(rows), input_hw[1] / float(columns)
-    return abs(down - across) <= 0.1 * max(down, across)
-
-
 def is_channels_last_of(dims, input_hw):
     """True for a fixed ``[N, H', W', C]`` output of a model with an NCHW input of ``input_hw``: H' and W' follow
-    the input (``_follows``), C is smaller than both and ``[W', C]`` does not follow it. Measured: EasyOCR's
-    CRAFT returns its region/link scores as [N, 192, 256, 2] for a 384x512 input, and was built as a
-    192-class map of 256x2 pixels, "agreeing" 100%."""
+    the input (``data.masks.map_follows``), C is smaller than both and ``[W', C]`` does not follow it.
+    Measured: EasyOCR's CRAFT returns its region/link scores as [N, 192, 256, 2] for a 384x512 input, and was
+    built as a 192-class map of 256x2 pixels, "agreeing" 100%."""
     if len(dims) != 4 or not all(isinstance(d, int) and d > 0 for d in dims[1:]) or input_hw is None:
         return False
     rows, columns, channels = dims[1], dims[2], dims[3]
-    return channels < min(rows, columns) and _follows(rows, columns, input_hw) \
-        and not _follows(columns, channels, input_hw)
+    return channels < min(rows, columns) and map_follows(rows, columns, input_hw) \
+        and not map_follows(columns, channels, input_hw)
 
 
 def nhwc_output_to_nchw(model, input_hw=None):

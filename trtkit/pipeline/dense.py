@@ -148,16 +148,12 @@ class DenseComparison(object):
         if masks is None or not self.labelled:
             self.labelled = False
             return
-        masks = np.asarray(masks)
-        if masks.ndim == 3 and masks.shape[0] == got.shape[0] and masks.shape[1:] != got.shape[1:]:
-            from trtkit import log
-            from trtkit.data.masks import masks_to_map_size
-            log.warn_once("the model's output maps are {}x{} for {}x{} images: the masks are resized to them "
-                          "(nearest) to score mIoU".format(got.shape[1], got.shape[2], masks.shape[1], masks.shape[2]))
-            masks = masks_to_map_size(masks, got.shape[1], got.shape[2])
-        if masks.shape != got.shape:
+        from trtkit.data.masks import masks_for_map
+        fitted = masks_for_map(masks, got.shape)
+        if fitted is None:
             raise InputError("masks of shape {} do not match the model's output maps {}".format(
-                masks.shape, got.shape), hint="each mask must have its image's size (resized with it)")
+                np.shape(masks), got.shape), hint="each mask must have its image's size (resized with it)")
+        masks = fitted
         valid = masks != self.ignore_index
         if np.any(masks[valid] >= classes) or np.any(masks[valid] < 0):
             raise InputError("a mask holds class {} but the model has {} classes (0..{}; {} is ignored)".format(

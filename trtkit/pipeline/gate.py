@@ -22,11 +22,28 @@ def threshold(options, task, precision):
     return options.min_agreement[precision]
 
 
-def judge(record, needed):
-    """Set ``status`` (ok/failing), ``status_detail`` and ``min_agreement`` of a verified artifact record, and
-    warn when it fails."""
+def miou_threshold(options, task, precision):
+    """The mIoU against FP32's decision maps a segmentation variant of ``precision`` needs: the user's
+    ``--min-agreement`` for it when given (it sets both figures), else ``dense.MIN_MIOU_VS_REFERENCE``; None
+    for a classifier or a precision without that gate (FP32, the reference)."""
+    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
+    if task != "segmentation" or precision not in MIN_MIOU_VS_REFERENCE:
+        return None
+    if precision in options.min_agreement_given:
+        return options.min_agreement[precision]
+    return MIN_MIOU_VS_REFERENCE[precision]
+
+
+def judge(record, needed, miou_needed=None):
+    """Set ``status`` (ok/failing), ``status_detail``, ``min_agreement`` and, for a segmentation map,
+    ``min_miou_vs_reference`` (``miou_needed``, default ``dense.MIN_MIOU_VS_REFERENCE``) of a verified
+    artifact record, and warn when it fails."""
+    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
     agreement = record["verify"]["top1_agreement"]
     record["min_agreement"] = needed
+    if record["verify"].get("task") == "segmentation":
+        record["min_miou_vs_reference"] = miou_needed if miou_needed is not None else \
+            MIN_MIOU_VS_REFERENCE.get(record["precision"])
     if agreement is None:
         record["status"] = "failing"
         record["status_detail"] = "verified on no image: nothing was compared"
@@ -60,9 +77,9 @@ def miou_drop(record):
 
 
 def miou_vs_reference_short(record):
-    """Why a segmentation variant's mIoU against FP32's decisions is below its gate, or None."""
-    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
-    verify, needed = record["verify"], MIN_MIOU_VS_REFERENCE.get(record["precision"])
+    """Why a segmentation variant's mIoU against FP32's decisions is below its gate
+    (``record["min_miou_vs_reference"]``), or None."""
+    verify, needed = record["verify"], record.get("min_miou_vs_reference")
     if verify.get("task") != "segmentation" or needed is None or verify.get("miou_vs_reference") is None \
             or verify["miou_vs_reference"] >= needed:
         return None

@@ -108,8 +108,8 @@ class BuildOptions(Options):
         Field("min_agreement", metavar="P=F,...",
               help="decision agreement with FP32 below which a variant fails its gate, per precision, e.g. "
                    "fp16=0.995,int8=0.97 (segmentation: pixel agreement and mIoU against FP32's decision maps, both "
-                   "at least that, default fp16=0.995, int8=0.98, and with masks an mIoU within 1 point of "
-                   "FP32's; classification default: {})".format(",".join(
+                   "at least the value given; defaults fp16=0.995, int8=0.98 for pixels and 0.99, 0.97 for the "
+                   "mIoU, and with masks an mIoU within 1 point of FP32's; classification default: {})".format(",".join(
                        "{}={:g}".format(k, v) for k, v in sorted(DEFAULT_MIN_AGREEMENT.items())))),
     )
     FIELDS = BUILD + VERIFICATION

@@ -20,7 +20,7 @@ from trtkit import log
 from trtkit.backends.base import BuildInputs
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
 from trtkit.errors import DeviceUnavailable, InputError
-from trtkit.pipeline.gate import advice, agreement_name, judge, threshold
+from trtkit.pipeline.gate import advice, agreement_name, judge, miou_threshold, threshold
 from trtkit.pipeline.manifest import new_manifest, save_manifest
 from trtkit.pipeline.records import ArtifactRecord
 
@@ -212,7 +212,9 @@ def _verify_all(state, records):
                 record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
-            judge(record, threshold(state.options, state.source.info.get("task"), record["precision"]))
+            task = state.source.info.get("task")
+            judge(record, threshold(state.options, task, record["precision"]),
+                  miou_threshold(state.options, task, record["precision"]))
         _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
     return summary
 
@@ -323,7 +325,9 @@ def _build_into(options, folder):
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
                                              state.source.info.get("task"), state.source.num_classes,
-                                             gate=threshold(state.options, state.source.info.get("task"), "mixed"))
+                                             gate=threshold(state.options, state.source.info.get("task"), "mixed"),
+                                             miou_gate=miou_threshold(state.options, state.source.info.get("task"),
+                                                                      "mixed"))
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

@@ -213,7 +213,7 @@ def _onnx_source(options, work_dir):
     kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
                         "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape),
                         options.threshold)
-    _check_override(options.output_kind, summary.output_kind, summary.output_names[0], notes)
+    _check_override(options.output_kind, summary.output_kind, "'{}'".format(summary.output_names[0]), notes)
     num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
     if options.num_classes and num_classes and options.num_classes != num_classes:
         raise InputError("{} outputs {} classes, not {}".format(options.onnx, num_classes, options.num_classes))
@@ -231,9 +231,10 @@ def read_exported_kind(info, options, onnx_path):
     serve and the Triton config applied a second softmax (a face at 99.84% shown at 73%)."""
     from trtkit.onnx.layout import output_kind
     from trtkit.outputs import OutputKind
-    if options.output_kind is not None:
-        return
     found = output_kind(require("onnx").load(onnx_path), info.get("task") or "classification")
+    if options.output_kind is not None:
+        _check_override(options.output_kind, found, "of the exported module", info.setdefault("notes", []))
+        return
     if found is None or found == info["output_kind"].split("@")[0]:  # the kind, its threshold aside
         return
     kind = OutputKind.parse(found)
@@ -253,7 +254,7 @@ def _check_override(asked, detected, output, notes):
         return
     asked_kind, found = OutputKind.parse(asked), OutputKind.parse(detected)
     if found.scale != "logits" and asked_kind.scale != found.scale:
-        log.warn("--output-kind {} contradicts the graph: its output '{}' comes out of an activation that gives {}; "
+        log.warn("--output-kind {} contradicts the graph: its output {} comes out of an activation that gives {}; "
                  "predict and serve would read it as {} (drop --output-kind unless the graph is wrong)".format(
                      asked, output, found.scale, asked_kind.scale))
     if asked_kind.base != found.base:

@@ -15,11 +15,12 @@ from trtkit import log
 from trtkit.search.tune import evaluate, load_tune_set, score
 
 
-def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None):
+def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None, miou_gate=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
     (candidates, search record for the manifest). ``gate``: the agreement with FP32 a quantized variant's
-    verification wants (None: the budget alone)."""
+    verification wants (None: the budget alone); ``miou_gate``: for a segmentation map, its mIoU against
+    FP32's decisions (``pipeline.gate.miou_threshold``)."""
     from trtkit.search.sensitivity import layer_sensitivity
     tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task)
     reference = score(tune.reference, tune)
@@ -38,7 +39,7 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=
     if best is None:
         return candidates, {"metric": tune.metric, "tune_images": len(tune.images), "tune_identity": tune.identity,
                             "best_method": None, "best_drop": None, "layers": 0, "sensitivity": []}
-    limits = Limits(config.max_drop, gate)
+    limits = Limits(config.max_drop, gate, miou_gate)
     needed = not limits.met(best.tune)
     # one tune-split evaluation per layer: on a large segmentation model that is most of the search, and it
     # only serves the mixed variant, so it runs only when plain INT8 misses the budget
@@ -99,12 +100,15 @@ class Limits(object):
     part: on MediaPipe's selfie segmenter with drawn masks the mIoU "rose" under INT8 (a reference near its
     noise), so a 2-layer mixed variant met the budget while agreeing 93% per pixel, and failed its gate."""
 
-    def __init__(self, max_drop, gate=None):
+    def __init__(self, max_drop, gate=None, miou_gate=None):
         self.max_drop = max_drop
         self.gate = gate
+        self.miou_gate = miou_gate
 
     def met(self, figures):
-        return figures["drop"] <= self.max_drop and (self.gate is None or figures["agreement"] >= self.gate)
+        miou = figures.get("miou_vs_reference")
+        return figures["drop"] <= self.max_drop and (self.gate is None or figures["agreement"] >= self.gate) \
+            and (self.miou_gate is None or miou is None or miou >= self.miou_gate)
 
     def rank(self, table):
         """The sensitivity table ordered by how far each layer alone goes toward either limit (its share of
@@ -113,6 +117,8 @@ class Limits(object):
             parts = [row["drop"] / self.max_drop if self.max_drop > 0 else row["drop"]]
             if self.gate is not None and self.gate < 1.0:
                 parts.append((1.0 - row["agreement"]) / (1.0 - self.gate))
+            if self.miou_gate is not None and self.miou_gate < 1.0 and row.get("miou_vs_reference") is not None:
+                parts.append((1.0 - row["miou_vs_reference"]) / (1.0 - self.miou_gate))
             return max(parts)
         return sorted(table, key=lambda row: -reach(row))
 

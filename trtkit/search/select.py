@@ -82,14 +82,24 @@ def keeps_tune_split(record, max_drop):
     tune = record.get("tune") or {}
     if not is_quantized(record["precision"]) or tune.get("drop") is None:
         return True
-    needed = record.get("min_agreement")
-    return tune["drop"] <= max_drop + 1e-9 and (needed is None or tune.get("agreement") is None
-                                                or tune["agreement"] >= needed)
+    checks = [(tune.get("agreement"), record.get("min_agreement")),
+              (tune.get("miou_vs_reference"), record.get("min_miou_vs_reference"))]
+    return tune["drop"] <= max_drop + 1e-9 and all(got is None or needed is None or got >= needed
+                                                   for got, needed in checks)
 
 
 def _tune_figures(records, name, label):
     tune = [r.get("tune") or {} for r in records if r["name"] == name][0]
-    return "{} drop {:.2f} points, agreement {:.2%}".format(label, tune["drop"], tune.get("agreement") or 0.0)
+    parts = ["{} drop {:.2f} points".format(label, tune["drop"])]
+    for key, what in (("agreement", "agreement"), ("miou_vs_reference", "mIoU vs FP32")):
+        if tune.get(key) is not None:
+            parts.append("{} {:.2%}".format(what, tune[key]))
+    return ", ".join(parts)
+
+
+def _status_detail(records, row):
+    detail = [r.get("status_detail") for r in records if r["name"] == row["name"]][0]
+    return detail or ("agreement -" if row["agreement"] is None else "agreement {:.2%}".format(row["agreement"]))
 
 
 def choose(records, max_drop, metric, label=None):
@@ -134,12 +144,12 @@ def choose(records, max_drop, metric, label=None):
             notes.append("{} loses {:.3f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
                                                                              max_drop))  # 1.005, not "1.00"
         elif row["within_budget"] and row["passes_gate"] and not row["keeps_tune_split"]:
-            notes.append("{} passes on the held-out images but not on the larger tune split, so it is not chosen "
-                         "(there: {})".format(row["name"], _tune_figures(records, row["name"], label)))
+            notes.append("{} passes on the held-out images but not on the larger tune split (scored with ONNX "
+                         "Runtime), so it is not chosen (there: {})".format(
+                             row["name"], _tune_figures(records, row["name"], label)))
         elif row["within_budget"] and not row["passes_gate"]:
-            notes.append("{} is within the budget but fails its verification gate (agreement {}), so it is not "
-                         "chosen".format(row["name"], "-" if row["agreement"] is None else
-                                         "{:.2%}".format(row["agreement"])))
+            notes.append("{} is within the budget but fails its verification gate ({}), so it is not "
+                         "chosen".format(row["name"], _status_detail(records, row)))
     for note in notes:
         log.info("auto: " + note)
     log.info("auto: chose {} ({:.1f} img/s, {} drop {:.2f} points, budget {:g})".format(

@@ -17,7 +17,7 @@ from trtkit import log
 from trtkit.fileio import cache_dir, read_json, write_json
 from trtkit.search.tune import evaluate
 
-SENSITIVITY_FORMAT = 1
+SENSITIVITY_FORMAT = 2  # 2: a segmentation map's tune figures carry its mIoU against FP32
 LONG_SEARCH_SECONDS = 300  # a sensitivity pass longer than this says how to shorten it
 
 

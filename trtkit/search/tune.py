@@ -106,8 +106,8 @@ def logits_of(model, images, batch_size=32, decide=None):
 def score(logits, tune):
     """{"agreement", "accuracy" (None without labels)} of ``logits`` on the tune set, as fractions, by the
     model's decision rule (a multi-label image agrees when all its labels do). For a dense model ``logits``
-    are decision maps (``outputs_of``): agreement the lower of pixel agreement and mIoU against FP32's decisions
-    (``dense.dense_agreement``), accuracy the mIoU against the masks."""
+    are decision maps (``outputs_of``): agreement per pixel, ``miou_vs_reference`` against FP32's decision maps
+    (``dense.visible_miou``), accuracy the mIoU against the masks."""
     if tune.dense:
         return _dense_score(logits, tune)
     got, expected = tune.kind.decide(logits), tune.kind.decide(tune.reference)
@@ -117,19 +117,17 @@ def score(logits, tune):
 
 
 def _dense_score(decided, tune):
-    from trtkit.data.masks import IGNORE_INDEX, masks_to_map_size
-    from trtkit.pipeline.dense import class_iou, confusion, dense_agreement, visible_miou
+    from trtkit.data.masks import IGNORE_INDEX, masks_for_map
+    from trtkit.pipeline.dense import class_iou, confusion, visible_miou
     accuracy = None
-    if tune.labels is not None:
-        labels = tune.labels if tune.labels.shape[1:] == decided.shape[1:] else \
-            masks_to_map_size(tune.labels, decided.shape[1], decided.shape[2])  # a strided map: as verification
+    labels = None if tune.labels is None else masks_for_map(tune.labels, decided.shape)  # as verification
+    if labels is not None:
         classes = int(max(decided.max(), tune.reference.max(), labels[labels != IGNORE_INDEX].max()
                           if (labels != IGNORE_INDEX).any() else 0)) + 1
         accuracy = class_iou(confusion(labels, decided, classes, labels != IGNORE_INDEX))[1]
     classes = int(max(decided.max(), tune.reference.max())) + 1
-    versus_reference = visible_miou(confusion(tune.reference, decided, classes))
-    return {"agreement": dense_agreement(float(np.mean(decided == tune.reference)), versus_reference),
-            "accuracy": accuracy}
+    return {"agreement": float(np.mean(decided == tune.reference)), "accuracy": accuracy,
+            "miou_vs_reference": visible_miou(confusion(tune.reference, decided, classes))}
 
 
 def evaluate(graph, tune, reference):
@@ -143,4 +141,5 @@ def drop_points(figures, reference, metric):
     """Top-1 points lost against the FP32 reference: accuracy points, or agreement points below 100 %."""
     if metric == "accuracy":
         return 100.0 * (reference["accuracy"] - figures["accuracy"])
-    return 100.0 * (1.0 - figures["agreement"])
+    from trtkit.pipeline.dense import dense_agreement  # a segmentation map: the lower of its two agreements
+    return 100.0 * (1.0 - dense_agreement(figures["agreement"], figures.get("miou_vs_reference")))
