@@ -330,3 +330,13 @@ def test_a_grey_model_with_the_opencv_filter_reads_files_as_cv2_imread_grayscale
         assert np.array_equal(read_image(path, contract), expected), fmt
         assert np.array_equal(decode_bytes(fixture[fmt + "_bytes"].tobytes(), contract)[0], expected), fmt
     assert np.abs(read_image(str(tmp_path / "x.jpeg"), pil) - fixture["jpeg_grey_resized"][None]).max() > 2
+    # the same PNG stored sideways with an EXIF turn: turned upright first, then made grey as OpenCV does
+    from PIL import Image
+    with Image.open(str(tmp_path / "x.png")) as upright_png:
+        stored = upright_png.convert("RGB").transpose(Image.ROTATE_90)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    stored.save(str(tmp_path / "turned.png"), exif=exif.tobytes())
+    turned = InputContract(size=(28, 40), channels=1, resize="stretch", resize_filter="opencv", mean=0, std=1,
+                           pixel_scale=255, exif_orientation="apply")
+    assert np.array_equal(read_image(str(tmp_path / "turned.png"), turned), fixture["png_grey_resized"][None])

@@ -77,17 +77,18 @@ def read_image_sized(path, contract, draft=True):
         elif opencv_grey and image.format == "JPEG" and image.mode != "L":
             image.draft("L", image.size)  # libjpeg's own grey output, as cv2.imread(IMREAD_GRAYSCALE) asks for
         image.load()
+        picture = upright(image, contract, path, tag)  # turning makes a copy without the file's format
         if opencv_grey:
-            image = _libpng_grey(image)
-        return preprocess(upright(image, contract, path, tag), contract, original_size=original), original
+            picture = _libpng_grey(picture, image.format)
+        return preprocess(picture, contract, original_size=original), original
 
 
-def _libpng_grey(image):
+def _libpng_grey(image, file_format):
     """A colour PNG made grey as ``cv2.imread(path, cv2.IMREAD_GRAYSCALE)`` makes it (libpng's rgb_to_gray with
     OpenCV's 0.299/0.587 in libpng's 15-bit fixed point, truncated), other images as they are. Measured on a
     captcha reader fed by cv2.imread: PIL's own grey conversion was up to 16 levels from OpenCV's on JPEGs (the
     chroma round trip; ``draft("L")`` decodes the luma alone, as OpenCV asks libjpeg to) and 1-2 on PNGs."""
-    if image.format != "PNG" or image.mode not in ("RGB", "RGBA"):
+    if file_format != "PNG" or image.mode not in ("RGB", "RGBA"):
         return image
     rgb = np.asarray(image.convert("RGB"), dtype=np.uint32)
     grey = (rgb[..., 0] * 9797 + rgb[..., 1] * 19234 + rgb[..., 2] * 3737) >> 15

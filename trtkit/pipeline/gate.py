@@ -44,6 +44,7 @@ def judge(record, needed, miou_needed=None):
     if record["verify"].get("task") == "segmentation":
         record["min_miou_vs_reference"] = miou_needed if miou_needed is not None else \
             MIN_MIOU_VS_REFERENCE.get(record["precision"])
+    short_of_miou = miou_vs_reference_short(record)
     if agreement is None:
         record["status"] = "failing"
         record["status_detail"] = "verified on no image: nothing was compared"
@@ -51,9 +52,9 @@ def judge(record, needed, miou_needed=None):
         record["status"] = "failing"
         record["status_detail"] = "{} agreement {:.2%} is below {:g}%".format(
             agreement_name(record["verify"]), agreement, round(100.0 * needed, 4))  # 99.5%, not "100%"
-    elif miou_vs_reference_short(record):
+    elif short_of_miou:
         record["status"] = "failing"
-        record["status_detail"] = miou_vs_reference_short(record)
+        record["status_detail"] = short_of_miou
     elif miou_drop(record) is not None:
         record["status"] = "failing"
         record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(

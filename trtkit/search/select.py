@@ -30,10 +30,8 @@ def drop_of(record, metric):
         return 100.0 * (verify["reference_accuracy"] - verify["accuracy"])
     if verify.get("top1_agreement") is None:
         return None
-    if verify.get("task") == "segmentation":  # a class on few pixels counts: dense.dense_agreement
-        from trtkit.pipeline.dense import dense_agreement
-        return 100.0 * (1.0 - dense_agreement(verify["top1_agreement"], verify.get("miou_vs_reference")))
-    return 100.0 * (1.0 - verify["top1_agreement"])
+    from trtkit.pipeline.dense import dense_agreement  # a segmentation map: the lower of its two agreements
+    return 100.0 * (1.0 - dense_agreement(verify["top1_agreement"], verify.get("miou_vs_reference")))
 
 
 NEAR_CHANCE = 0.25  # a reference within a quarter of the way from chance to perfect is "near chance"
@@ -88,8 +86,8 @@ def keeps_tune_split(record, max_drop):
                                                    for got, needed in checks)
 
 
-def _tune_figures(records, name, label):
-    tune = [r.get("tune") or {} for r in records if r["name"] == name][0]
+def _tune_figures(record, label):
+    tune = record.get("tune") or {}
     parts = ["{} drop {:.2f} points".format(label, tune["drop"])]
     for key, what in (("agreement", "agreement"), ("miou_vs_reference", "mIoU vs FP32")):
         if tune.get(key) is not None:
@@ -97,8 +95,8 @@ def _tune_figures(records, name, label):
     return ", ".join(parts)
 
 
-def _status_detail(records, row):
-    detail = [r.get("status_detail") for r in records if r["name"] == row["name"]][0]
+def _status_detail(record, row):
+    detail = record.get("status_detail")
     return detail or ("agreement -" if row["agreement"] is None else "agreement {:.2%}".format(row["agreement"]))
 
 
@@ -126,7 +124,7 @@ def choose(records, max_drop, metric, label=None):
     fastest = max(timed, key=lambda r: r["throughput_ips"])
     ties = [r for r in timed if r["throughput_ips"] >= (1.0 - SPEED_TIE) * fastest["throughput_ips"]]
     chosen = max(ties, key=lambda r: (r["agreement"] or 0.0, r["throughput_ips"]))
-    notes = []
+    notes, by_name = [], dict((r["name"], r) for r in records)
     if chosen is not fastest:
         notes.append("{} ({:.1f} img/s) is as fast as {} ({:.1f} img/s) within {:.0%} and agrees better with FP32 "
                      "({:.2%} vs {:.2%})".format(chosen["name"], chosen["throughput_ips"], fastest["name"],
@@ -146,10 +144,10 @@ def choose(records, max_drop, metric, label=None):
         elif row["within_budget"] and row["passes_gate"] and not row["keeps_tune_split"]:
             notes.append("{} passes on the held-out images but not on the larger tune split (scored with ONNX "
                          "Runtime), so it is not chosen (there: {})".format(
-                             row["name"], _tune_figures(records, row["name"], label)))
+                             row["name"], _tune_figures(by_name[row["name"]], label)))
         elif row["within_budget"] and not row["passes_gate"]:
             notes.append("{} is within the budget but fails its verification gate ({}), so it is not "
-                         "chosen".format(row["name"], _status_detail(records, row)))
+                         "chosen".format(row["name"], _status_detail(by_name[row["name"]], row)))
     for note in notes:
         log.info("auto: " + note)
     log.info("auto: chose {} ({:.1f} img/s, {} drop {:.2f} points, budget {:g})".format(
