@@ -141,9 +141,13 @@ def _set_agreement(variant, runner, images, options, reference, base):
     elif reference.get("logits") is not None:
         logits = agreement_logits(runner, images[:options.agree_images])
         variant.agreement = agreement_of(reference["logits"], logits, reference.get("kind"))
+        if logits.ndim == 2 and len(logits):  # one decision per image: a proportion of independent images
+            from trtkit.intervals import rounded, wilson
+            variant.agreement_interval = rounded(wilson(round(variant.agreement * len(logits)), len(logits)))
         # max |diff| and agreement against the eager outputs, judged by the variant's precision's tolerance
         base["check"] = compare_outputs(reference["logits"], logits, variant.precision, reference.get("kind"))
     base["agreement"] = variant.agreement
+    base["agreement_low"] = variant.agreement_interval[0] if variant.agreement_interval else None
 
 
 def benchmark_variant(variant, images, options, reference=None, progress=None, on_row=None):
@@ -152,7 +156,8 @@ def benchmark_variant(variant, images, options, reference=None, progress=None, o
     stopped part-way (gpu_check's time limit) keeps what was measured."""
     base = {"model": variant.model, "variant": variant.label, "backend": variant.backend,
             "precision": variant.precision, "torch_mode": variant.mode, "path": variant.path,
-            "agreement": variant.agreement, "threads": options.threads}
+            "agreement": variant.agreement, "threads": options.threads,
+            "agreement_low": variant.agreement_interval[0] if variant.agreement_interval else None}
     sizes = options.sizes()
 
     def tick(count, postfix=None):

@@ -109,6 +109,7 @@ class Variant(object):
         self.label = label
         self.mode = mode
         self.agreement = agreement
+        self.agreement_interval = None  # its 95% interval ([low, high]), where known
         self.path = path
         self.skip_reason = None
 
@@ -192,9 +193,11 @@ def plan_from_manifest(build, options, backends=None, precisions=None, torch_mod
             continue
         if selected and artifact["name"] != selected:
             continue
-        agreement = (artifact.get("verify") or {}).get("top1_agreement")
-        variants.append(artifact_variant(name, artifact["backend"], artifact["precision"],
-                                         build.path(artifact), options.threads, agreement))
+        verify = artifact.get("verify") or {}
+        variant = artifact_variant(name, artifact["backend"], artifact["precision"], build.path(artifact),
+                                   options.threads, verify.get("top1_agreement"))
+        variant.agreement_interval = (verify.get("intervals") or {}).get("top1_agreement")
+        variants.append(variant)
     if not variants:
         raise InputError("nothing to benchmark in this manifest with the filters given",
                          hint="drop --backends/--precisions, or build first")

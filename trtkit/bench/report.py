@@ -24,8 +24,11 @@ def _speedup(value):
     return "{:.1f}x".format(value) if value is not None else "-"
 
 
-def _pct(value):
-    return "{:.2%}".format(value) if value is not None else "-"
+def _agreement(row):
+    """The agreement with its 95% lower bound where one is known: ``100.00% (>= 99.6%)``."""
+    from trtkit.intervals import format_low
+    low = row.get("agreement_low")
+    return format_low(row.get("agreement"), None if low is None else (low, 1.0))
 
 
 def markdown_table(result):
@@ -53,21 +56,33 @@ def markdown_table(result):
         flag = " (!)" if row.get("warnings") else ""
         lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |".format(
             row["model"], row["variant"], row["batch"], _fmt(row.get("fps"), "{:.0f}"), _speedup(row.get("speedup")),
-            _fmt(lat.get("median"), "{:.2f}"), _fmt(lat.get("p99"), "{:.2f}"), _pct(row.get("agreement")),
+            _fmt(lat.get("median"), "{:.2f}"), _fmt(lat.get("p99"), "{:.2f}"), _agreement(row),
             _fmt(cv, "{:.1%}"), flag))
         if row.get("device_fps"):
             notes.append("- {} {} batch {}: {:.0f} FPS without host<->device copies".format(
                 row["model"], row["variant"], row["batch"], row["device_fps"]))
     unstable = 0
     for row in result["results"]:
-        for warning in row.get("warnings") or []:
-            notes.append("- (!) {} batch {}: {}".format(row["variant"], row["batch"], warning))
+        if row.get("warnings"):  # one line per row, however many of its figures wobbled (was one per figure)
+            notes.append("- (!) {} batch {}: {}".format(row["variant"], row["batch"], _unstable(
+                row, (result.get("options") or {}).get("max_cv"))))
             unstable += 1
     if unstable:
         notes.append("- (!) unstable figures come from other load on the machine, thermal throttling or power "
                      "mode changes; close other work and re-run, raise --seconds, or leave the OS a core "
                      "(--threads one below the core count)")
     return "\n".join(lines), notes
+
+
+def _unstable(row, max_cv=None):
+    """A row's stability warnings in one phrase: which figures and their coefficients of variation."""
+    groups = [(g.replace("_ms_per_batch", "").replace("_ms", ""), row[g]["cv"]) for g in STAT_GROUPS
+              if isinstance(row.get(g), dict) and row[g].get("unstable") and row[g].get("cv") is not None]
+    if not groups:
+        return "; ".join(row["warnings"])
+    return "unstable: coefficient of variation {}{}".format(
+        ", ".join("{} {:.0%}".format(name, cv) for name, cv in groups),
+        "" if max_cv is None else " (limit {:.0%})".format(max_cv))
 
 
 def markdown_report(result, title=None):
@@ -92,7 +107,8 @@ def markdown_report(result, title=None):
 
 
 CSV_FIELDS = ["model", "variant", "backend", "precision", "torch_mode", "batch", "status", "reason", "fps",
-              "speedup", "agreement", "threads", "device", "copies", "peak_memory_bytes", "largest_batch",
+              "speedup", "agreement", "agreement_low", "threads", "device", "copies", "peak_memory_bytes",
+              "largest_batch",
               "latency_fps", "device_fps", "device_latency_fps", "throughput_calls_per_round"]
 STAT_GROUPS = ["latency_ms", "throughput_ms_per_batch", "device_latency_ms", "device_throughput_ms_per_batch"]
 STAT_FIELDS = ["median", "mean", "p90", "p99", "min", "max", "std", "cv", "count"]

@@ -39,8 +39,10 @@ class Listing(object):
     of non-image files left out of a folder.
     """
 
-    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ()), masks=None):
+    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ()), masks=None,
+                 own_split=False):
         self.source = source
+        self.own_split = bool(own_split)  # train/ + val/ folders, CIFAR-10's batches: not a seeded 80/20 cut
         self.masks = masks  # segmentation: (mask reader, one mask item per item), see data.masks
         self.reader = reader
         self.items = items
@@ -71,7 +73,7 @@ def list_source(source, split="all"):
         raise InputError("data not found: {}".format(source), hint=_SOURCES_HINT)
     if is_cifar_folder(path):
         reader, labels, names = cifar_reader(path, split)
-        return Listing(path, reader, np.arange(reader.count), labels, names)
+        return Listing(path, reader, np.arange(reader.count), labels, names, own_split=True)
     if os.path.isdir(path):
         return _folder(path, split)
     if path.endswith((".npy", ".npz")):
@@ -200,7 +202,8 @@ def _folder(root, split):
         items = [items[i] for i in positions]
         labels = [labels[i] for i in positions]
     label_array = np.asarray(labels, dtype=np.int64) if classes else None
-    return Listing(root, FileReader(root), items, label_array, classes, (tally.others, tuple(tally.examples)))
+    return Listing(root, FileReader(root), items, label_array, classes, (tally.others, tuple(tally.examples)),
+                   own_split=bool(os.path.isdir(os.path.join(root, "train")) and heldout_dirs))
 
 
 def _class_files(root, part, classes, tally):

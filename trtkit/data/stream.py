@@ -74,6 +74,7 @@ class Selection(object):
         self.max_unreadable = float(max_unreadable)
         self.workers = workers
         self._reader = listing.reader
+        self.own_split = listing.own_split  # a source with train/ + val/ (or CIFAR-10's batches): see data.plan
         items = listing.items
         self._items = items[positions] if isinstance(items, np.ndarray) else [items[i] for i in positions]
         labels = listing.labels[positions] if listing.labels is not None else None
@@ -95,6 +96,10 @@ class Selection(object):
     def names(self):
         """What each item is (a file path, 'file.npy[12]'), in order."""
         return [self._reader.name(item) for item in self._items]
+
+    def item_keys(self):
+        """What identifies each chosen item in any split's listing of the same source (``select(exclude=)``)."""
+        return [_key(item) for item in self._items]
 
     @property
     def skipped(self):
@@ -172,12 +177,19 @@ class Selection(object):
                 len(self._skipped), len(self), self.source, name, why))
 
 
-def select(source, contract, split="all", limit=None, seed=0, max_unreadable=DEFAULT_MAX_UNREADABLE, workers=None):
+def select(source, contract, split="all", limit=None, seed=0, max_unreadable=DEFAULT_MAX_UNREADABLE, workers=None,
+           exclude=(), listing=None):
     """The Selection of ``split`` of ``source`` for ``contract``: ``limit`` items drawn by ``seed`` (None: all).
 
     ``contract``: an InputContract (or its ``to_dict()``). ``max_unreadable``:
     the fraction of the selection that may be unreadable before it is an error.
-    ``workers``: decoding threads (default: up to 4 for image files).
+    ``workers``: decoding threads (default: up to 4 for image files). ``exclude``:
+    Selections of the same source whose items this one leaves out (the images
+    calibration took are never verified on); the splits of a source with its own
+    (``train/`` + ``val/``, CIFAR-10, whose rows are numbered per split) never
+    share an item, so only a selection of the same split counts there.
+    ``listing``: the ``sources.list_source(source, split)`` already made (a
+    caller selecting several times from one source lists it once).
     """
     if not isinstance(contract, InputContract):
         contract = InputContract.from_dict(dict(contract))
@@ -185,13 +197,28 @@ def select(source, contract, split="all", limit=None, seed=0, max_unreadable=DEF
         raise InputError("max_unreadable is a fraction between 0 and 1, got {}".format(max_unreadable))
     if limit is not None and int(limit) < 0:
         raise InputError("the number of images must be positive, got {}".format(limit))
-    listing = list_source(source, split)
+    listing = listing if listing is not None else list_source(source, split)
     listing.reader.check(contract)
     if len(listing) == 0:
         raise InputError("no images in split '{}' of {}".format(split, source or "sample"),
                          hint="add images, or use split 'all'")
-    positions = choose(len(listing), limit, seed)
+    candidates = np.arange(len(listing))
+    if exclude:
+        taken = set()
+        for other in exclude:
+            if not listing.own_split or other.split == split:
+                taken.update(other.item_keys())
+        candidates = np.asarray([i for i in candidates if _key(listing.items[i]) not in taken], dtype=np.int64)
+        if len(candidates) == 0:
+            raise InputError("no images of split '{}' of {} are left once those of the other steps are taken".format(
+                split, source or "sample"), hint="give more images")
+    positions = candidates[choose(len(candidates), limit, seed)]
     return Selection(listing, positions, contract, split, max_unreadable, workers)
+
+
+def _key(item):
+    """What identifies a listing's item across splits: its path, or its row (numpy integers as int)."""
+    return item if isinstance(item, str) else int(item)
 
 
 def load_images(source, contract, split="all", limit=None, seed=0):

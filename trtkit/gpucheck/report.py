@@ -9,6 +9,7 @@ over all of them against PyTorch FP32 eager at the same batch.
 from trtkit.bench.device import describe
 from trtkit.bench.matrix import add_speedups
 from trtkit.bench.report import markdown_table
+from trtkit.intervals import format_low, format_range
 
 # the steps whose results hold bench rows, in the order their rows are shown (first of a duplicate wins)
 TIMED_STEPS = ("torch-baselines", "torch-compile", "onnxruntime-cuda", "tensorrt-rtx", "tensorrt", "torch2trt")
@@ -75,10 +76,6 @@ def agreement_rows(steps):
     return found
 
 
-def _pct(value):
-    return "{:.2%}".format(value) if value is not None else "-"
-
-
 def _agreement_table(steps):
     rows = agreement_rows(steps)
     if not rows:
@@ -90,8 +87,10 @@ def _agreement_table(steps):
         outcome = status if not detail else "{}: {}".format(status, _first_line(detail, 120))
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
             label, (precision or "").upper(), outcome,
-            _pct(verify.get("top1_agreement")), "{:.2e}".format(diff) if diff is not None else "-",
-            _pct(verify.get("accuracy")), verify.get("images", "-")))
+            format_low(verify.get("top1_agreement"), (verify.get("intervals") or {}).get("top1_agreement")),
+            "{:.2e}".format(diff) if diff is not None else "-",
+            format_range(verify.get("accuracy"), (verify.get("intervals") or {}).get("accuracy")),
+            verify.get("images", "-")))
     return lines
 
 

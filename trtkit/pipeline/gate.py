@@ -9,6 +9,16 @@ mIoU against FP32's decision maps (``dense.MIN_MIOU_VS_REFERENCE``: pixel
 agreement alone misses a class on few pixels) and, with masks, the mIoU a
 quantized variant may lose against the masks (``dense.MAX_MIOU_DROP``). A
 verification of nothing fails.
+
+A gate is judged on the measured figures; one passed on them but not on
+their 95% lower bound (``trtkit.intervals``) is ``ok`` with ``significant``
+False and says "passes, not significant at N images": with 160 images that all
+agree, a 98% gate is passed, but the 95% interval of the agreement reaches down to
+97.66% (its two-sided interval: the lower end is a one-sided 97.5% bound).
+FP32 is not marked so: it is the reference's own precision, its gate (99.9%)
+checks that the runtime runs the graph as PyTorch does rather than what a
+precision costs, and it would be "not significant" below 3,840 images that all
+agree; its figures still carry their intervals.
 """
 
 from trtkit import log
@@ -61,8 +71,32 @@ def judge(record, needed, miou_needed=None):
             record["verify"]["miou"], record["verify"]["reference_miou"])
     else:
         record["status"] = "ok"
+        weak = None if record["precision"] == "fp32" else not_significant(record, needed)
+        record["significant"] = None if record["precision"] == "fp32" else weak is None
+        if weak:
+            record["status_detail"] = weak
     if record["status"] == "failing":
         log.warn("{}: {}".format(record["name"], record["status_detail"]) + advice(record["precision"]))
+
+
+def not_significant(record, needed):
+    """"passes, not significant at N images (...)" for a passing record whose figures' 95% lower bounds are
+    below its gates; None when they are not (or the record has no intervals)."""
+    verify = record["verify"]
+    intervals = verify.get("intervals") or {}
+    short = []
+    low = (intervals.get("top1_agreement") or [None])[0]
+    if low is not None and low < needed:
+        short.append("{} agreement {:.2%}, 95% interval from {:.2%}, gate {:g}%".format(
+            agreement_name(verify), verify["top1_agreement"], low, round(100.0 * needed, 4)))
+    miou_needed = record.get("min_miou_vs_reference")
+    low = (intervals.get("miou_vs_reference") or [None])[0]
+    if miou_needed is not None and low is not None and low < miou_needed:
+        short.append("mIoU vs FP32 {:.2%}, 95% interval from {:.2%}, gate {:g}%".format(
+            verify["miou_vs_reference"], low, round(100.0 * miou_needed, 4)))
+    if not short:
+        return None
+    return "passes, not significant at {} images ({})".format(verify["images"], "; ".join(short))
 
 
 def miou_drop(record):

@@ -145,22 +145,27 @@ def _to_json(value):
 class Verification(Record):
     """How a variant compared with FP32 on held-out images (``pipeline.verify.Comparison``): ``decision`` is
     the output kind whose rule made the decisions; ``top1_agreement`` their agreement (None: nothing was
-    compared); ``accuracy``/``reference_accuracy`` against labels (None without labels that fit)."""
+    compared); ``accuracy``/``reference_accuracy`` against labels (None without labels that fit);
+    ``intervals``: each figure's 95% interval as [low, high] (``top1_agreement``, ``accuracy``,
+    ``reference_accuracy``, ``accuracy_drop`` and ``agreement_drop`` as fractions lost against FP32; a
+    segmentation map's ``pixel_agreement``, ``miou_vs_reference``, ``miou``, ``miou_drop``), with
+    ``confidence`` and ``method``; ``counts``: what a classifier's figures were counted from."""
     FIELDS = (("images", 0), ("decision", None), ("top1_agreement", None), ("accuracy", None),
               ("reference_accuracy", None), ("max_abs_diff", None), ("mean_abs_diff", None),
-              ("label_agreement", None), ("unreadable_images", None))
+              ("label_agreement", None), ("unreadable_images", None), ("intervals", None), ("counts", None))
 
 
 class ArtifactRecord(Record):
     """One built artifact: ``name`` (``NAME.<label>``), ``precision``, ``backend``, ``path`` and ``onnx``
     (file names in the build folder), ``bytes``, ``build_seconds``; after verification ``verify``
-    (a Verification), ``status`` (ok, failing, built), ``status_detail``, ``min_agreement``, ``ran_on``,
+    (a Verification), ``status`` (ok, failing, built), ``status_detail``, ``significant`` (False: passes on
+    the measured figures, not on their 95% lower bounds), ``min_agreement``, ``ran_on``,
     ``throughput_batch``, ``throughput_ips`` (median of ``throughput_rounds``, interleaved with the other
     artifacts); what made it: ``calibration``, ``int8_encoding``, ``isa``,
     ``kept_fp32_ops``, ``kept_layers``, ``kept_in``, ``mixed_from``, ``tune``, ``backend_info``."""
     FIELDS = (("name", None), ("precision", None), ("backend", None), ("path", None), ("onnx", None),
               ("bytes", None), ("build_seconds", None), ("verify", None), ("status", None),
-              ("status_detail", None), ("min_agreement", None), ("ran_on", None), ("throughput_batch", None),
+              ("status_detail", None), ("significant", None), ("min_agreement", None), ("ran_on", None), ("throughput_batch", None),
               ("throughput_ips", None), ("throughput_rounds", None), ("calibration", None), ("int8_encoding", None), ("isa", None),
               ("kept_fp32_ops", None), ("kept_layers", None), ("kept_in", None), ("mixed_from", None),
               ("tune", None), ("backend_info", None))

@@ -38,6 +38,7 @@ class _Build(object):
         self.backends = {backend.name: backend}  # every backend an artifact of the build is for
         self.source = source
         self.name = source.name
+        self.plan = None          # data.plan.DataPlan: which images calibration, the tune split and verification get
         self.selection = None     # the held-out images to verify on (listed, decoded as a stream)
         self.first_images = None  # the first batch of them: export check and throughput timing
         self.fp32_onnx = source.onnx_path
@@ -58,13 +59,18 @@ def _data_source(data, info):
 # ---------------------------------------------------------------- steps
 
 def _select_verify_data(state):
-    """Choose the held-out images (a listing: nothing is decoded but the first batch)."""
+    """Share the images out among the steps (``data.plan``) and choose the held-out ones (a listing: nothing is
+    decoded but the first batch)."""
     options = state.options
-    from trtkit.data import select
+    from trtkit.data.plan import plan_data
     contract = state.source.contract
     limit = None if options.verify_images == "all" else options.verify_images
-    selection = select(state.data, contract, split="heldout", limit=limit)
-    state.selection = selection
+    state.plan = plan_data(state.data, options.calibration.data, contract, options.calibration.images,
+                           options.calibration.seed, options.search.tune_images if options.auto else None, limit,
+                           calibration_needed=options.auto or "int8" in options.precisions,
+                           trained_on=state.source.info.get("trained_on"))
+    state.plan.log()
+    selection = state.selection = state.plan.verify.selection
     state.first_images = next(iter(selection.batches(options.batch_size)))[0]
     names = selection.class_names
     num_classes = state.source.num_classes
@@ -87,8 +93,8 @@ def _select_verify_data(state):
             contract.class_names = None
             state.source.info["input"] = contract.to_dict()
     state.labels_usable = labels
-    return {"source": state.data, "identity": selection.identity, "split": "heldout",
-            "images": len(selection), "labels": labels}
+    return {"source": state.data, "identity": selection.identity, "split": selection.split,
+            "images": len(selection), "labels": labels, "plan": state.plan.to_dict()}
 
 
 def _export(state):
@@ -320,14 +326,16 @@ def _build_into(options, folder):
                                image_sizes=options.source.image_sizes)
     from trtkit.pipeline.variants import VariantMaker
     state.maker = VariantMaker(state.fp32_onnx, state.name, state.source.contract, options.calibration,
-                               state.data, backend.int8_encoding, folder.staging)
+                               state.data, backend.int8_encoding, folder.staging,
+                               images=state.plan.calibration.selection if state.plan.calibration else None)
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
                                              state.source.info.get("task"), state.source.num_classes,
                                              gate=threshold(state.options, state.source.info.get("task"), "mixed"),
                                              miou_gate=miou_threshold(state.options, state.source.info.get("task"),
-                                                                      "mixed"))
+                                                                      "mixed"),
+                                             tune_selection=state.plan.tune.selection)
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)
@@ -374,7 +382,8 @@ def _select(state, manifest, search):
     if warning:
         log.warn("auto: " + warning)
     dense = manifest.get("model", {}).get("task") == "segmentation"
-    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric, metric_label(metric, dense))
+    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric, metric_label(metric, dense),
+                       state.options.search.budget_rule)
     manifest["selection"] = selection
     search = dict(search)
     search["reports"] = write_reports(state.folder.staging, state.name, search, selection)

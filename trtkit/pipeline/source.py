@@ -312,6 +312,9 @@ def _torch_source(options):
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": num_classes, "stem": getattr(model, "stem", None),
             "input": contract.to_dict(), "task": task, "output_kind": output_kind.name}
+    trained_on = (getattr(model, "trtkit_meta", None) or {}).get("dataset")
+    if trained_on:  # what trtkit train (or the sample) learned from: its train part is never verified on
+        info["trained_on"] = str(trained_on)
     return ModelSource(model.trtkit_name.replace("torchvision:", ""), contract, info, torch_model=model,
                        num_classes=num_classes)
 

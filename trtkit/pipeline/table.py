@@ -1,11 +1,14 @@
 """The build's table, as ``trtkit build`` prints it: one row per artifact of a manifest."""
 
 from trtkit.fileio import human_bytes
+from trtkit.intervals import format_low, format_range
 
 
 def format_table(manifest):
     """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status (for a
-    segmentation model: pixel agreement, mIoU against FP32's decisions, mIoU against the masks)."""
+    segmentation model: pixel agreement, mIoU against FP32's decisions, mIoU against the masks). Agreements
+    carry their 95% lower bound, accuracies their 95% interval (``trtkit.intervals``); a gate passed on the
+    measured figure but not on its bound is ``ok*``, explained under the table."""
     dense = manifest.get("model", {}).get("task") == "segmentation"
     metric = "mIoU" if dense else "accuracy"
     agreements = ["pixel agree", "mIoU vs FP32"] if dense else ["top-1 agree"]
@@ -13,12 +16,14 @@ def format_table(manifest):
     rows = []
     for a in manifest["artifacts"]:
         v = a.get("verify") or {}
-        figures = [v.get("pixel_agreement"), v.get("miou_vs_reference")] if dense else [v.get("top1_agreement")]
-        rows.append([a["name"], a["backend"], human_bytes(a["bytes"])] + [_pct(f) for f in figures] + [
-            _pct(v.get("accuracy")),
+        bounds = v.get("intervals") or {}
+        figures = ["pixel_agreement", "miou_vs_reference"] if dense else ["top1_agreement"]
+        rows.append([a["name"], a["backend"], human_bytes(a["bytes"])] + [
+            format_low(v.get(f), bounds.get(f)) for f in figures] + [
+            format_range(v.get("accuracy"), bounds.get("accuracy")),
             "{:.2e}".format(v["max_abs_diff"]) if v.get("max_abs_diff") is not None else "-",
             "{:.1f}".format(a["throughput_ips"]) if a.get("throughput_ips") else "-",
-            a.get("status", "-"),
+            a.get("status", "-") + ("*" if a.get("significant") is False else ""),
         ])
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths))]
@@ -28,9 +33,11 @@ def format_table(manifest):
     if ref and ref.get("reference_accuracy") is not None:
         lines.append("reference (FP32 {}) {}: {}".format(
             "PyTorch" if manifest.get("export", {}).get("reference") == "pytorch-fp32" else "ONNX", metric,
-            _pct(ref["reference_accuracy"])))
+            format_range(ref["reference_accuracy"], (ref.get("intervals") or {}).get("reference_accuracy"))))
+    lines += ["* {}: {}".format(a["name"], a["status_detail"]) for a in manifest["artifacts"]
+              if a.get("significant") is False and a.get("status_detail")]
+    if any((a.get("verify") or {}).get("intervals") for a in manifest["artifacts"]):
+        lines.append("(>= x): the lower end of the 95% interval; [a, b]: the 95% interval; over {} verified images".format(
+            max((a.get("verify") or {}).get("images") or 0 for a in manifest["artifacts"])))
     return "\n".join(lines)
 
-
-def _pct(value):
-    return "{:.2%}".format(value) if value is not None else "-"

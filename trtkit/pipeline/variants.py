@@ -61,10 +61,11 @@ class VariantMaker(object):
     ``name`` prefixes the files; ``contract`` is the model's InputContract (how calibration images are
     preprocessed); ``calibration`` a CalibrationConfig; ``default_data`` the image source when the config
     names none (the build's ``--data``); ``encoding`` the Q/DQ encoding the backend reads
-    (``Backend.int8_encoding``: ``tensorrt`` or ``cpu``).
+    (``Backend.int8_encoding``: ``tensorrt`` or ``cpu``); ``images``: the calibration images when the caller
+    chose them (a ``data.Selection``: the build's ``data.plan``), else drawn from the source's train split.
     """
 
-    def __init__(self, fp32_onnx, name, contract, calibration, default_data, encoding, out_dir):
+    def __init__(self, fp32_onnx, name, contract, calibration, default_data, encoding, out_dir, images=None):
         self.fp32_onnx = fp32_onnx
         self.name = name
         self.contract = contract
@@ -76,7 +77,7 @@ class VariantMaker(object):
         if encoding == "cpu":
             from trtkit.cpuinfo import resolve_target
             self.target = resolve_target(self.config.cpu_isa)
-        self._images = None
+        self._images = images
         self._fp32_model = None
 
     def make(self, precision):
@@ -128,7 +129,8 @@ class VariantMaker(object):
             onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
-        report = dict(result.report, source=str(self.data), split="train", trt_calibration_cache=files.cache)
+        report = dict(result.report, source=str(self.data), split=self.calibration_images().split,
+                      trt_calibration_cache=files.cache)
         if onnx_path:
             report.update(encoding=self.encoding, int8_onnx=files.onnx)
         write_json(self._path(files.report), report)

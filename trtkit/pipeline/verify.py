@@ -12,6 +12,12 @@ perfect agreement), and a multi-label one agrees when every label does
 (``label_agreement`` counts labels one by one). Values are compared as the
 model gives them (logits or probabilities); nothing here applies a softmax.
 A comparison of nothing (no images) has no agreement, and fails its gate.
+
+Every figure comes with its 95% interval (``intervals``: Wilson's for the
+agreement and the accuracies, Newcombe's paired interval for the accuracy
+lost against FP32 on the same images) and the counts it came from
+(``counts``), so a gate or a budget can ask what the sample shows rather than
+what it happened to measure.
 """
 
 import numpy as np
@@ -65,6 +71,8 @@ class Comparison(object):
         self.labels_seen = 0
         self.correct = 0
         self.reference_correct = 0
+        self.reference_only = 0  # images FP32 got right and the variant wrong (the paired table's off-diagonal)
+        self.variant_only = 0
         self.labelled = True
         self.max_diff = 0.0
         self.sum_diff = 0.0
@@ -95,8 +103,11 @@ class Comparison(object):
         if labels is None or (len(labels) and labels.max() >= classes):
             self.labelled = False
         elif self.labelled:
-            self.correct += int(np.sum(got == labels))
-            self.reference_correct += int(np.sum(expected == labels))
+            right, reference_right = got == labels, expected == labels
+            self.correct += int(np.sum(right))
+            self.reference_correct += int(np.sum(reference_right))
+            self.reference_only += int(np.sum(reference_right & ~right))
+            self.variant_only += int(np.sum(right & ~reference_right))
         if diff.size:
             self.max_diff = max(self.max_diff, float(diff.max()))
             self.sum_diff += float(diff.sum(dtype=np.float64))
@@ -115,4 +126,27 @@ class Comparison(object):
         }
         if self.kind.multilabel:
             record["label_agreement"] = self.label_agree / float(self.labels_seen) if self.labels_seen else None
+        record.update(self._intervals(labelled))
         return record
+
+    def _intervals(self, labelled):
+        """{"counts", "intervals"}: what the figures were counted from, and their 95% intervals."""
+        from trtkit.intervals import CONFIDENCE, paired_difference, rounded, wilson
+        if not self.images:
+            return {}
+        counts = {"agree": self.agree}
+        intervals = {"confidence": CONFIDENCE, "top1_agreement": rounded(wilson(self.agree, self.images))}
+        intervals["agreement_drop"] = [round(1.0 - intervals["top1_agreement"][1], 6),
+                                       round(1.0 - intervals["top1_agreement"][0], 6)]
+        if labelled:
+            both = self.correct - self.variant_only
+            counts.update(correct=self.correct, reference_correct=self.reference_correct, both_correct=both,
+                          reference_only=self.reference_only, variant_only=self.variant_only)
+            neither = self.images - both - self.reference_only - self.variant_only
+            intervals.update(accuracy=rounded(wilson(self.correct, self.images)),
+                             reference_accuracy=rounded(wilson(self.reference_correct, self.images)),
+                             accuracy_drop=rounded(paired_difference(both, self.reference_only, self.variant_only,
+                                                                     neither)))
+        intervals["method"] = "wilson" + ("; accuracy_drop: newcombe paired (FP32 minus the variant, same images)"
+                                          if labelled else "")
+        return {"counts": counts, "intervals": intervals}

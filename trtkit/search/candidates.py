@@ -15,14 +15,17 @@ from trtkit import log
 from trtkit.search.tune import evaluate, load_tune_set, score
 
 
-def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None, miou_gate=None):
+def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None, miou_gate=None,
+                    tune_selection=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
     (candidates, search record for the manifest). ``gate``: the agreement with FP32 a quantized variant's
     verification wants (None: the budget alone); ``miou_gate``: for a segmentation map, its mIoU against
-    FP32's decisions (``pipeline.gate.miou_threshold``)."""
+    FP32's decisions (``pipeline.gate.miou_threshold``); ``tune_selection``: the tune images (``data.plan``: not
+    the calibration images where others are left), else drawn from the train split."""
     from trtkit.search.sensitivity import layer_sensitivity
-    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task)
+    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task,
+                         selection=tune_selection)
     reference = score(tune.reference, tune)
     choose_tune_metric(tune, reference, num_classes)
     fp32 = maker.fp32()

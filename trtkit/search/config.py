@@ -14,11 +14,17 @@ class SearchConfig(Options):
     """``max_drop``: top-1 points the chosen variant may lose against FP32 (accuracy on labelled held-out
     data, agreement otherwise); ``tune_images``: images of the tune split (the train split, never the
     final held-out one) that rank layers and size the mixed variant; ``methods``: calibration methods
-    tried for INT8."""
+    tried for INT8; ``budget_rule``: ``bound`` (a candidate keeps the budget when the upper end of the 95% interval of its
+    held-out drop does) or ``estimate`` (its measured drop; the selection says so)."""
 
-    def __init__(self, max_drop=DEFAULT_MAX_DROP, tune_images=DEFAULT_TUNE_IMAGES, methods=DEFAULT_METHODS):
+    def __init__(self, max_drop=DEFAULT_MAX_DROP, tune_images=DEFAULT_TUNE_IMAGES, methods=DEFAULT_METHODS,
+                 budget_rule="bound"):
         from trtkit.precision.ranges import check_method
+        from trtkit.search.select import BUDGET_RULES
         self.max_drop = float(max_drop)
+        self.budget_rule = str(budget_rule)
+        if self.budget_rule not in BUDGET_RULES:
+            raise InputError("unknown --budget-rule '{}'".format(budget_rule), hint="use " + " or ".join(BUDGET_RULES))
         self.tune_images = int(tune_images)
         self.methods = tuple(check_method(m) for m in methods)
         if self.max_drop < 0:
@@ -29,13 +35,18 @@ class SearchConfig(Options):
             raise InputError("no calibration method to try")
 
     def to_dict(self):
-        return {"max_drop": self.max_drop, "tune_images": self.tune_images, "methods": list(self.methods)}
+        return {"max_drop": self.max_drop, "tune_images": self.tune_images, "methods": list(self.methods),
+                "budget_rule": self.budget_rule}
 
     GROUP = ("precision search (--precision auto)",)
     FIELDS = (
         Field("max_drop", type=float, metavar="POINTS",
               help="top-1 points the chosen variant may lose against FP32: accuracy on labelled held-out data, else "
                    "agreement (default: {:g})".format(DEFAULT_MAX_DROP)),
+        Field("budget_rule", choices=["bound", "estimate"],
+              help="what --max-drop is judged on: bound (default): the upper end of the held-out drop's 95%% interval, so a "
+                   "candidate is taken only when the images show it within the budget (the log says how many "
+                   "images would when they do not); estimate: the measured drop alone (the manifest says so)"),
         Field("tune_images", type=int, metavar="N",
               help="images of the tune split (from the train split, not the held-out one) that rank layer "
                    "sensitivity (default: {})".format(DEFAULT_TUNE_IMAGES)),

@@ -28,15 +28,17 @@ def write_reports(out_dir, name, search, selection):
 def sensitivity_markdown(search, selection):
     label = selection.get("metric_label", selection["metric"])
     lines = ["# Precision search", "",
-             "Budget: {:g} points of {} against FP32. Chosen: **{}**.".format(
-                 selection["max_drop"], label, selection["chosen"]), "",
-             "| candidate | precision | {} | drop (points) | img/s | within budget |".format(label),
-             "|---|---|---|---|---|---|"]
+             "Budget: {:g} points of {} against FP32, judged on {}. Chosen: **{}**.".format(
+                 selection["max_drop"], label, "the measured drop" if selection.get("budget_rule") == "estimate"
+                 else "the upper end of the drop's 95% interval", selection["chosen"]), "",
+             "| candidate | precision | {} | drop (points) | its 95% interval's upper end | img/s | within budget "
+             "|".format(label), "|---|---|---|---|---|---|---|"]
     for row in selection["candidates"]:
         value = row["accuracy"] if selection["metric"] == "accuracy" else row["agreement"]
-        lines.append("| {} | {} | {} | {} | {} | {} |".format(
+        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
             row["name"], row["precision"], "-" if value is None else "{:.2%}".format(value),
             "-" if row["drop"] is None else "{:.2f}".format(row["drop"]),
+            "-" if row.get("drop_upper") is None else "{:.2f}".format(row["drop_upper"]),
             "-" if not row["throughput_ips"] else "{:.1f}".format(row["throughput_ips"]),
             "yes" if row["within_budget"] else "no"))
     lines += [""] + ["- " + note for note in selection.get("notes", [])]

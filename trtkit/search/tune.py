@@ -48,11 +48,14 @@ class TuneSet(object):
         self.forced_metric = metric
 
 
-def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None):
+def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None, selection=None):
+    """The TuneSet of ``selection`` (the build's ``data.plan``), else of ``count`` images drawn seeded from the
+    train split of ``source``."""
     from trtkit.data import select
     from trtkit.outputs import LOGITS, OutputKind
     kind = OutputKind.parse(kind) if kind is not None else LOGITS
-    selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
+    if selection is None:
+        selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
     imageset = selection.load(progress=False)
     labels = imageset.labels
     if task == "segmentation":
