@@ -118,3 +118,18 @@ def test_interleaved_rounds_rank_runners_right_through_a_busy_spell():
     # the order rotates (fast slow | slow fast | fast slow | slow fast): a runner ends one round and starts the next
     assert log == ["fast", "slow", "fast", "slow", "fast"]
     assert timing.median_rate([]) is None
+
+
+def test_a_rows_stability_warnings_are_said_once_with_each_figure():
+    """On the H200 every GPU row had up to four warning lines (thirty for twelve rows): now one per row."""
+    from trtkit.bench.report import markdown_table
+    row = {"model": "resnet18", "variant": "FP32 PyTorch (eager)", "batch": 1, "status": "ok", "fps": 504.0,
+           "latency_ms": {"median": 2.41, "p99": 2.71, "cv": 0.12, "unstable": True},
+           "throughput_ms_per_batch": {"cv": 0.23, "unstable": True},
+           "device_latency_ms": {"cv": 0.05, "unstable": False},
+           "warnings": ["latency unstable: coefficient of variation 12% > 10% over 213 samples",
+                        "throughput unstable: coefficient of variation 23% > 10% over 6 samples"]}
+    _, notes = markdown_table({"results": [row], "options": {"max_cv": 0.1}, "device": {}})
+    lines = [n for n in notes if n.startswith("- (!) FP32")]
+    assert lines == ["- (!) FP32 PyTorch (eager) batch 1: unstable: coefficient of variation latency 12%, "
+                     "throughput 23% (limit 10%)"]

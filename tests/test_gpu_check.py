@@ -151,13 +151,87 @@ def test_budget_shares_follow_the_steps_and_keep_their_floors():
     assert first == pytest.approx(expected)
     # time a step did not use goes to the later ones
     assert allot(steps[1], 480.0 - 20.0, steps[2:])[0] > allot(steps[1], 480.0 - first, steps[2:])[0]
-    # too little left: skipped with the figures, the later steps' floors kept
+    # too little for every later floor: the earlier step runs at its floor rather than keep time for steps that
+    # would not all fit either; too little for its own floor: skipped with the figures
     seconds, why = allot(steps[0], 100.0, steps[1:])
-    assert seconds is None and "time budget: 100 s left, 80 s of it kept for 2 later step(s)" in why
-    # never below the floor, never into the later floors
+    assert why is None and seconds == pytest.approx(steps[0].floor)
+    seconds, why = allot(steps[0], 40.0, steps[1:])
+    assert seconds is None and "time budget: 40 s left; this one needs at least 30 s" in why
+    # a later prerequisite's floor is always kept
+    seconds, why = allot(steps[0], 60.0, [get_step("sample-model")] + steps[1:])
+    assert seconds is None and "30 s of it kept for the later prerequisite(s)" in why
+    # never below the floor, and into the later floors only when they cannot all fit
     seconds, _ = allot(steps[0], 125.0, steps[1:])
     assert seconds == pytest.approx(125.0 - MARGIN_SECONDS - 80.0)
     assert all(s.floor <= s.seconds for s in STEPS)
+
+
+def _simulate(plan, budget, durations):
+    """Run ``plan`` as run_check does, with a clock that each step advances by its (fake) duration, capped at
+    the time it was given; returns {step: result} and the seconds each step was given."""
+    from trtkit.gpucheck.run import run_planned
+    clock, given, done = [0.0], {}, {}
+
+    def run(name, seconds):
+        given[name] = seconds
+        clock[0] += min(durations.get(name, 10.0), seconds)
+        return {"status": "ok" if durations.get(name, 10.0) <= seconds else "timeout"}
+    for index, planned in enumerate(plan):
+        done[planned.name] = run_planned(plan, index, done, budget - clock[0], run)
+    return done, given, clock[0]
+
+
+def test_the_planner_runs_prerequisites_first_for_every_budget_from_60_to_900_s():
+    """Measured before: with --budget-seconds 300 the device record and the sample model were skipped to keep
+    280 s for five later steps, which then could not run without the sample model."""
+    from trtkit.gpucheck.plan import is_prerequisite, minimum_budget
+    plan = make_plan(env(H100, missing=("tensorrt", "torch2trt"), ort_providers=["CPUExecutionProvider"],
+                         rtx_targets=RTX_TARGETS))
+    needed = minimum_budget(plan)
+    prerequisites = [p.step for p in plan if p.run and is_prerequisite(p.step)]
+    assert [s.name for s in prerequisites] == ["device", "sample-model"]
+    assert needed == pytest.approx(MARGIN_SECONDS + sum(s.floor for s in prerequisites) + min(
+        p.step.floor for p in plan if p.run and not is_prerequisite(p.step)))
+    for durations in ({"device": 6.0, "sample-model": 30.0}, {"device": 40.0, "sample-model": 95.0}, {}):
+        for budget in range(60, 901, 30):
+            done, given, spent = _simulate(plan, float(budget), durations)
+            if budget < needed:
+                continue  # refused up front by run_check (below)
+            assert done["device"]["status"] != "skipped" and done["sample-model"]["status"] != "skipped", budget
+            ran = [name for name, result in done.items() if result["status"] != "skipped"]
+            left = budget - MARGIN_SECONDS - sum(min(durations.get(n, 10.0), given[n]) for n in ("device", "sample-model"))
+            cheapest = min(p.step.floor for p in plan if p.run and not is_prerequisite(p.step))
+            if done["sample-model"]["status"] == "ok" and left >= cheapest:  # a step that uses it runs too
+                assert len(ran) >= 3, (budget, done)
+            else:  # it needed more than the budget had: it got all but the cheapest user's floor
+                cheapest = min(p.step.floor for p in plan if p.run and not is_prerequisite(p.step))
+                assert given["sample-model"] >= min(2 * get_step("sample-model").seconds, budget - MARGIN_SECONDS - min(
+                    durations.get("device", 10.0), given["device"]) - cheapest) - 1e-6, (budget, given)
+            if all(durations.get(s.name, 10.0) <= s.floor for s in prerequisites):  # prerequisites within their
+                assert len(ran) >= 3, (budget, done)  # floors leave the cheapest step that uses them its floor
+            for name in ran:  # every step that ran got at least its floor, and the run kept within the budget
+                assert given[name] >= get_step(name).floor - 1e-6
+            assert spent <= budget - MARGIN_SECONDS + 1e-6
+            for name, result in done.items():  # nothing waits for a prerequisite that did not finish
+                if result["status"] != "skipped" and "sample-model" in get_step(name).after:
+                    assert done["sample-model"]["status"] == "ok"
+    # 300 s, as on the H200: the device record and the sample model run, then steps in order (the expected
+    # times, not the floors, go to the prerequisites first)
+    done, _, _ = _simulate(plan, 300.0, {"device": 5.4, "sample-model": 31.2})
+    assert done["device"]["status"] == "ok" and done["sample-model"]["status"] == "ok"
+    assert done["torch-baselines"]["status"] == "ok"
+
+
+def test_a_budget_too_small_for_the_prerequisites_is_refused_up_front_with_the_budget_that_works(tmp_path):
+    from trtkit.gpucheck.plan import minimum_budget
+    skip = "tensorrt,torch2trt,onnxruntime-cuda,tensorrt-rtx,segmentation,torch-compile,training,torch-baselines"
+    result = run_script(["--out", str(tmp_path / "r"), "--budget-seconds", "20", "--skip", skip], str(tmp_path))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    plan = make_plan(env(H100), skip=set(skip.split(",")))
+    assert "--budget-seconds 20 is too small" in result.stderr
+    needed = minimum_budget([p for p in plan if p.name == "device"])
+    assert "give --budget-seconds {:.0f} or more".format(needed) in result.stderr
+    assert not os.path.exists(str(tmp_path / "r"))
 
 
 def test_a_step_past_its_time_is_stopped_and_recorded(tmp_path, monkeypatch):
@@ -276,3 +350,19 @@ def test_the_segmentation_step_fills_the_reference_table_from_real_rows(tmp_path
     state, meta = read_checkpoint(random_checkpoint("fcn_resnet50", str(tmp_path)))
     assert infer_segmentation_layout(state) == ("fcn_resnet50", 21, False)
     assert meta["input"]["size"] in (512, [512, 512])
+
+
+def test_the_segmentation_step_times_its_pytorch_rows_without_tensorrt(tmp_path):
+    """On the H200 without TensorRT the whole segmentation step was skipped, PyTorch column included. Here the
+    same code times FCN-ResNet50 (seeded weights) on the CPU at a small size, each row saved as it comes."""
+    pytest.importorskip("torch")
+    from trtkit.gpucheck.segmentation import pytorch_rows
+    from trtkit.gpucheck.steps import _bench, bench_options, saving_rows
+    saved = []
+    result = pytorch_rows({"seconds": 60.0, "work": str(tmp_path)}, lambda r: saved.append(dict(r)),
+                          bench_options, _bench, saving_rows, size=64, models=("fcn_resnet50",))
+    rows = result["bench"]["results"]
+    ran = [r for r in rows if r.get("status") == "ok"]
+    assert result["status"] == "ok" and ran and all(r["backend"] == "torch" and r["fps"] > 0 for r in ran)
+    assert "PyTorch rows only" in result["reason"] and "fcn_resnet50" in result["table"]
+    assert saved and saved[-1]["bench"]["results"]

@@ -3,7 +3,7 @@
 import os
 
 NAME = "train"
-HELP = "train a ResNet18/34/50 in fp32/amp/bf16/half and compare the modes' speed"
+HELP = "train a ResNet18/34/50 in fp32/tf32/amp/bf16/half and compare the modes' speed"
 DESCRIPTION = """Train an image classifier the way trtkit will deploy it.
 
 Writes OUT/checkpoint.pt (FP32 weights + metadata + resumable state; feed it to
@@ -37,7 +37,8 @@ def add_arguments(parser):
     src.add_argument("--input-size", type=int, default=None, metavar="PX",
                      help="image size (default: 64 for sample, 32 for CIFAR-10, 224 for folders)")
     prec = parser.add_argument_group("precision")
-    prec.add_argument("--mode", default=None, choices=list(MODES), help="precision mode (default: fp32)")
+    prec.add_argument("--mode", default=None, choices=list(MODES),
+                      help="precision mode (default: fp32: on a GPU strictly IEEE FP32, TF32 off; tf32 for TF32 math)")
     prec.add_argument("--channels-last", action="store_true", default=None, help="NHWC memory format")
     prec.add_argument("--compare", default=None, metavar="MODES",
                       help="comma list (e.g. fp32,amp,half): train each on the same seed and compare")

@@ -24,7 +24,8 @@ import time
 from trtkit import log
 from trtkit.errors import InputError
 from trtkit.fileio import read_json, write_json, write_text
-from trtkit.gpucheck.plan import allot, format_plan, make_plan, parse_skip, probe_environment
+from trtkit.gpucheck.plan import (allot, format_plan, is_prerequisite, make_plan, minimum_budget, parse_skip,
+                                  probe_environment)
 from trtkit.gpucheck.steps import keep_partial
 
 DEFAULT_BUDGET_SECONDS = 480.0
@@ -64,6 +65,12 @@ def run_check(options):
     if options.dry_run:
         print(format_plan(plan, describe(light), options.budget_seconds, out))
         return 0
+    needed = minimum_budget(plan)
+    if needed is not None and options.budget_seconds < needed:
+        raise InputError("--budget-seconds {:g} is too small for this plan: {} and the cheapest step that uses "
+                         "them need {:.0f} s".format(options.budget_seconds, ", ".join(
+                             p.name for p in plan if p.run and is_prerequisite(p.step)), needed),
+                         hint="give --budget-seconds {:.0f} or more, or --skip steps".format(needed))
     work = options.work or tempfile.mkdtemp(prefix="trtkit-gpu-check-")
     if not os.path.isdir(work):
         os.makedirs(work)
@@ -72,8 +79,10 @@ def run_check(options):
               "steps": {}}
     log_path = os.path.join(work, "gpu_check.log")
     try:
+        def run(name, seconds):
+            return run_step_process(name, seconds, work, {"train_data": options.train_data}, log_path)
         for index, planned in enumerate(plan):
-            result = _run_planned(plan, index, record["steps"], options, started, work, log_path)
+            result = run_planned(plan, index, record["steps"], options.budget_seconds - (time.time() - started), run)
             record["steps"][planned.name] = result
             if planned.name == "device" and result.get("device"):
                 record["device"] = result["device"]
@@ -93,8 +102,9 @@ def _short(result):
     return step_detail(result)[:110]
 
 
-def _run_planned(plan, index, done, options, started, work, log_path):
-    """One planned step: skipped (plan, failed helper, budget) or run in its child process."""
+def run_planned(plan, index, done, remaining, run):
+    """One planned step: skipped (plan, failed helper, budget) or run by ``run(name, seconds)`` (its child
+    process) with its share of the ``remaining`` seconds; ``done``: the results of the steps before it."""
     planned = plan[index]
     if not planned.run:
         return {"status": "skipped", "reason": planned.why()}
@@ -103,11 +113,11 @@ def _run_planned(plan, index, done, options, started, work, log_path):
         if status != "ok":
             return {"status": "skipped", "reason": "needs the {} step, which ended {}".format(helper, status)}
     later = [p.step for p in plan[index + 1:] if p.run]
-    seconds, why = allot(planned.step, options.budget_seconds - (time.time() - started), later)
+    seconds, why = allot(planned.step, remaining, later)
     if seconds is None:
         return {"status": "skipped", "reason": why}
     log.info("[{}/{}] {} ({:.0f} s at most) ...".format(index + 1, len(plan), planned.name, seconds))
-    result = run_step_process(planned.name, seconds, work, {"train_data": options.train_data}, log_path)
+    result = run(planned.name, seconds)
     log.info("[{}/{}] {}: {} after {} s".format(index + 1, len(plan), planned.name, result.get("status"),
                                               result.get("wall_seconds")))
     return result

@@ -9,6 +9,8 @@ first model is also swept over 128, 256, 512 and 1024. No weights can be downloa
 seeded random weights (speed does not depend on them; their agreement figures say only that every
 precision runs); the trained segmentation sample (LRASPP, shapes) comes first and carries the real pixel
 agreement and mIoU. Each timed row is saved as soon as it is measured, so a crash or a timeout keeps what was measured.
+Without TensorRT or TensorRT-RTX the PyTorch rows (the reference's PyTorch column) are timed all the same
+(``pytorch_rows``): on an H200 without TensorRT the whole step had been skipped.
 """
 
 import os
@@ -57,6 +59,38 @@ def reference_table(results, models):
     return "\n".join(lines)
 
 
+def pytorch_rows(request, save, timing_options, timed, saving_rows, size=REFERENCE_SIZE, models=REFERENCE_MODELS):
+    """The reference's PyTorch rows alone (no engine runtime here): each model of ``models`` timed at batch 1 and
+    ``size`` in ``torch_baseline.BASELINE_MODES`` on seeded input (speed does not depend on the pixels), each
+    row saved as soon as it is measured; the result says the TensorRT columns are missing and why."""
+    import numpy as np
+
+    from trtkit.backends.torch_baseline import BASELINE_MODES
+    from trtkit.bench.plan import torch_variants
+    started = time.time()
+    result = {"status": "running", "backend": None, "models": {}, "bench": {"results": []},
+              "note": "neither TensorRT nor TensorRT-RTX imports: PyTorch rows only"}
+    images = np.random.RandomState(0).rand(4, 3, size, size).astype(np.float32)
+    for index, name in enumerate(models):
+        left = request["seconds"] * 0.9 - (time.time() - started)
+        if left < 10:
+            result["stopped"] = "time budget spent before {}".format(name)
+            break
+        timing = timing_options(left / float(len(models) - index), len(BASELINE_MODES), (1,), fixed=5.0)
+        checkpoint = random_checkpoint(name, request["work"], size=size)
+        variants = torch_variants(name, checkpoint, list(BASELINE_MODES), timing.threads, size, name)
+        before = list(result["bench"]["results"])
+        bench = timed(variants, images, timing, saving_rows(result, save, before))
+        result["bench"]["results"] = before + bench["results"]
+        result["models"][name] = {"rows": len(bench["results"])}
+        save(result)
+    result["table"] = reference_table(result["bench"]["results"], [m for m in models if m in result["models"]])
+    ran = [r for r in result["bench"]["results"] if r.get("status") == "ok"]
+    result["status"] = "partial" if result.get("stopped") or not ran else "ok"
+    result["reason"] = result["note"]
+    return result
+
+
 def step_segmentation(request, save, timing_options, timed, summarize_build, saving_rows):
     """Build, verify and time the segmentation sample and the reference's four models; ``save`` after each
     timed row. ``timing_options``, ``timed``, ``summarize_build`` and ``saving_rows``: the other steps'
@@ -73,7 +107,7 @@ def step_segmentation(request, save, timing_options, timed, summarize_build, sav
     from trtkit.pipeline.source import ModelOptions
     backend = engine_backend(modules)
     if backend is None:
-        return {"status": "skipped", "reason": "neither TensorRT nor TensorRT-RTX imports"}
+        return pytorch_rows(request, save, timing_options, timed, saving_rows)
     started = time.time()
     result = {"status": "running", "backend": backend, "models": {}, "bench": {"results": []}}
     names = ["sample"] + list(REFERENCE_MODELS)

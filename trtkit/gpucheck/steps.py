@@ -247,7 +247,11 @@ def step_training(request, save):
             train, max(1000, train // 5))
     config = TrainConfig(model="resnet18", data=data, input_size=32, stem="cifar", epochs=3, batch_size=256,
                          device="cuda", seed=0)
-    rows, device = compare_modes(["fp32", "amp", "half"], config, os.path.join(work, "training"))
+    # strict FP32 is the baseline; TF32, where the GPU has it (Ampere and newer), shows what PyTorch's default gives
+    from trtkit.training.modes import mode_unavailable_reason, pick_device
+    modes = ["fp32"] + (["tf32"] if mode_unavailable_reason("tf32", pick_device(config.device)) is None else []) + [
+        "amp", "half"]
+    rows, device = compare_modes(modes, config, os.path.join(work, "training"))
     for row in rows:
         row.pop("checkpoint", None)
     ran = [r for r in rows if r["status"] == "ok"]

@@ -214,10 +214,13 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
         torch.nn.CrossEntropyLoss.__init__.__code__.co_varnames else torch.nn.CrossEntropyLoss()
     checkpoint_path = os.path.join(out_dir, CHECKPOINT_NAME) if out_dir else None
     check_every = LOSS_CHECK_EVERY_CUDA if precision.cuda else 1
+    warned_divergence = False
     end_epoch = config.epochs if stop_after is None else min(config.epochs, start_epoch + int(stop_after))
     model.train()
+    from trtkit.training.fp32math import fp32_math
     try:
-        with Progress(label, total=(end_epoch - start_epoch) * steps_per_epoch, unit="step") as bar:
+        with fp32_math(torch, precision.fp32_math), \
+                Progress(label, total=(end_epoch - start_epoch) * steps_per_epoch, unit="step") as bar:
             for epoch in range(start_epoch, end_epoch):
                 order = rng.permutation(len(train_set))
                 if precision.cuda:
@@ -290,6 +293,9 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                     model.train()
                 history.append(record)
                 log.info(format_epoch(record, config.epochs))
+                if not warned_divergence and diverging(record["loss"], train_set.labels, epoch, config):
+                    warned_divergence = True
+                    log.warn(divergence_advice(record["loss"], train_set.labels, config))
                 if checkpoint_path:
                     _save(checkpoint_path, model, precision, config, optimizer, scaler, rng, device, epoch + 1,
                           history, class_names)
@@ -305,6 +311,28 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
     model.eval()
     return TrainResult(history, config, precision.describe(), checkpoint_path, device,
                        stopped_early=end_epoch < config.epochs)
+
+
+DIVERGING = 2.0  # an epoch's mean loss this many times chance's (ln classes) after warm-up: the run is diverging
+
+
+def chance_loss(labels):
+    """The cross-entropy of guessing uniformly among the classes the labels hold: ln(classes)."""
+    classes = int(np.max(labels)) + 1 if labels is not None and len(labels) else 2
+    return math.log(max(classes, 2))
+
+
+def diverging(loss, labels, epoch, config):
+    """Whether an epoch's mean ``loss`` is far above chance once the warm-up is over (``DIVERGING``)."""
+    warm_epochs = config.warmup * config.epochs
+    return epoch + 1 > warm_epochs and math.isfinite(loss) and loss > DIVERGING * chance_loss(labels)
+
+
+def divergence_advice(loss, labels, config):
+    """The one line said once about a diverging run, with what to change."""
+    return ("the training loss {:.2f} is far above chance ({:.2f} for {} classes) after the warm-up: the run is "
+            "diverging, not learning; try --lr {:g} (half of {:g}), --clip-grad 1.0 or a longer --warmup".format(
+                loss, chance_loss(labels), int(np.max(labels)) + 1, config.base_lr / 2.0, config.base_lr))
 
 
 def _check_losses(torch, pending, epoch, steps_per_epoch, mode, checkpoint_path, start_epoch, history):

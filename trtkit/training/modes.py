@@ -1,6 +1,9 @@
 """Precision modes: what runs in 16 bits, what stays in FP32, and where each mode makes sense.
 
-* ``fp32``: the baseline.
+* ``fp32``: the baseline, strict: on a GPU, convolutions and matrix products in IEEE FP32 (TF32 off).
+* ``tf32``: FP32 weights and activations, convolutions and matrix products on TF32 tensor cores (GPUs of
+  compute capability 8.0+; PyTorch's own default for convolutions there), so FP16's speed-up can be read
+  against both (``training.fp32math``).
 * ``amp``: autocast. On CUDA, FP16 with dynamic loss scaling (torch's
   GradScaler). On a CPU, BF16 autocast where the CPU has native BF16
   (AVX512-BF16 / AMX); elsewhere BF16 would be emulated and slower than FP32,
@@ -25,7 +28,7 @@ from trtkit.deps import require
 from trtkit.errors import DeviceUnavailable, InputError
 from trtkit.training.scaler import NoScaler, TorchGradScaler, grad_scaler_available
 
-MODES = ("fp32", "amp", "bf16", "half")
+MODES = ("fp32", "tf32", "amp", "bf16", "half")
 
 NO_CPU_BF16 = ("this CPU has no native BF16 instructions (AVX512-BF16 or AMX): BF16 autocast would emulate "
                "every BF16 operation in FP32 arithmetic plus conversions, so training would be slower than fp32")
@@ -59,6 +62,9 @@ def pick_device(device="auto"):
 def mode_unavailable_reason(mode, device):
     """None when ``mode`` can train on ``device``, else the sentence saying why not."""
     cuda = device.startswith("cuda")
+    if mode == "tf32" and not (cuda and cuda_bf16_native(device)):  # the same GPUs: compute capability 8.0+
+        return "TF32 is a math mode of NVIDIA GPUs of compute capability 8.0+ (Ampere and newer){}".format(
+            "" if cuda else "; on a CPU fp32 is the only FP32 math")
     if mode in ("amp", "bf16") and not cuda and not cpu_bf16_native():
         return "{} on CPU means BF16 autocast, and {}".format(mode, NO_CPU_BF16)
     if mode == "bf16" and cuda and not cuda_bf16_native(device):
@@ -95,9 +101,20 @@ class Precision(object):
         self._names = {}
 
     # ------------------------------------------------------------------ description
+    @property
+    def fp32_math(self):
+        """What FP32 convolutions and matrix products run as (``training.fp32math``): strict for fp32, TF32
+        for tf32, PyTorch's default (None: left as it is) for the 16-bit modes; None on a CPU."""
+        if not self.cuda:
+            return None
+        from trtkit.training.fp32math import STRICT, TF32
+        return {"fp32": STRICT, "tf32": TF32}.get(self.mode)
+
     def describe(self):
         if self.mode == "fp32":
-            return "FP32"
+            return "FP32 (strict: TF32 off)" if self.cuda else "FP32"
+        if self.mode == "tf32":
+            return "FP32 storage, TF32 tensor-core convolutions and matrix products"
         if self.mode == "half":
             return "FP16 model, BatchNorm FP32, FP32 master weights, dynamic loss scaling"
         dtype = "FP16" if self.autocast_dtype is not None and "16" in str(self.autocast_dtype) and \

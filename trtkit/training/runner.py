@@ -27,7 +27,26 @@ def prepare_run(config):
     train_set, heldout, names = load_splits(config.data, InputContract(size=size), limit=config.limit)
     seed_everything(config.seed)
     model = create_model(config.model, num_classes=len(names), stem=stem, input_size=size)
+    zero_init_residuals(model)
     return model, train_set, heldout, names, device
+
+
+def zero_init_residuals(model):
+    """Start each residual block as the identity: the last BatchNorm's scale of every block's branch set to 0
+    (Goyal et al. 2017, "Accurate, Large Minibatch SGD", 5.1; torchvision's ``zero_init_residual``), so a deep
+    ResNet trained from scratch begins as a shallow one. Measured before: ResNet50 from scratch on the digits
+    at 64x64, batch 128, reached a first-epoch loss of 8.6 (chance: 2.3) and 10.9% held-out accuracy. Returns
+    the number of blocks changed (a ResNet's; 0 for other models, left as they are)."""
+    import torch
+    changed = 0
+    for module in model.modules():
+        if type(module).__name__ not in ("BasicBlock", "Bottleneck"):  # a ResNet's blocks (trtkit's, torchvision's)
+            continue
+        last = getattr(module, "bn3", None) if type(module).__name__ == "Bottleneck" else getattr(module, "bn2", None)
+        if isinstance(last, torch.nn.BatchNorm2d):
+            torch.nn.init.zeros_(last.weight)
+            changed += 1
+    return changed
 
 
 def run_training(config, out_dir, resume_path=None, stop_after=None, callback=None, label=None):
