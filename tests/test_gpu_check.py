@@ -119,6 +119,12 @@ def test_a_helper_that_cannot_run_skips_its_users_and_says_why():
     assert verdict["sample-model"][0] is False and "sklearn is not installed" in verdict["sample-model"][1]
     assert "needs the sample-model step, which cannot run: sklearn" in verdict["torch-baselines"][1]
     assert verdict["training"][0] is True  # its own synthetic data, no sample model
+    # without TensorRT the segmentation step times PyTorch rows only: it needs no sample model then
+    machine = env(H100, missing=("sklearn", "tensorrt", "tensorrt_rtx", "torch2trt"))
+    plan = make_plan(machine)
+    verdict = verdicts(plan)
+    assert verdict["segmentation"][0] is True and verdict["sample-model"][0] is False
+    assert [p.after for p in plan if p.name == "segmentation"] == [()]
 
 
 def test_broken_install_is_reported_with_its_import_error():

@@ -179,7 +179,8 @@ def test_auto_sizes_a_mixed_variant_and_judges_every_candidate_by_what_the_image
     fastest = max(r["throughput_ips"] for r in within if r["passes_gate"])  # the fastest within budget, or a tie
     assert chosen["throughput_ips"] >= (1 - SPEED_TIE) * fastest  # with it that agrees better with FP32
     assert chosen["throughput_ips"] == fastest or any("agrees better" in n for n in selection["notes"])
-    if chosen["precision"] in ("fp32", "fp16"):  # the mixed variant was slower here: said so
+    if chosen["precision"] in ("fp32", "fp16") and mixed[0]["within_budget"] and mixed[0]["passes_gate"]:
+        # the mixed variant kept the budget and was slower here: said so
         assert any(mixed[0]["name"] in note and "slower" in note for note in selection["notes"])
     for name in manifest["search"]["reports"]:
         assert os.path.isfile(os.path.join(result.dir, name))

@@ -125,6 +125,11 @@ def test_auto_refuses_a_candidate_whose_drop_cannot_be_shown_within_the_budget()
     selection = choose(records, 0.3, "accuracy", rule="estimate")
     assert selection["chosen"] == "m.int8" and selection["budget_rule"] == "estimate"
     assert any("measured drops" in n for n in selection["notes"])
+    # a candidate slower than the choice anyway is not "unresolved", but still said in one line
+    records[1]["throughput_ips"] = 50.0
+    selection = choose(records, 0.3, "accuracy")
+    assert selection["chosen"] == "m.fp32" and "unresolved" not in selection
+    assert [n for n in selection["notes"] if "keeps the budget on the measured drop but not" in n]
 
 
 def test_a_drop_over_the_budget_is_never_resolved_by_more_images():

@@ -195,14 +195,24 @@ def requirement_reason(key, env):
     raise KeyError(key)
 
 
-class Planned(object):
-    """A step with its verdict: ``run`` and the ``reasons`` it will not (or ``note`` on how it will)."""
+def helpers_of(step, env):
+    """The helper steps ``step`` uses on this machine: its ``after``, except that the segmentation step uses the
+    sample model only to build engines (without TensorRT or TensorRT-RTX it times PyTorch rows alone)."""
+    if step.name == "segmentation" and not (env["modules"].get("tensorrt") or env["modules"].get("tensorrt_rtx")):
+        return ()
+    return step.after
 
-    def __init__(self, step, reasons, note=None):
+
+class Planned(object):
+    """A step with its verdict: ``run`` and the ``reasons`` it will not (or ``note`` on how it will); ``after``:
+    the helper steps it uses here (``helpers_of``)."""
+
+    def __init__(self, step, reasons, note=None, after=None):
         self.step = step
         self.name = step.name
         self.reasons = list(reasons)
         self.note = note
+        self.after = tuple(step.after if after is None else after)
 
     @property
     def run(self):
@@ -235,14 +245,14 @@ def make_plan(env, skip=()):
     plan = []
     for step in STEPS:
         reasons = list(own[step.name])
-        for helper in step.after if step.name not in skip else ():
+        for helper in helpers_of(step, env) if step.name not in skip else ():
             if own[helper]:
                 reasons.append("needs the {} step, which cannot run: {}".format(helper, "; ".join(own[helper])))
         if step.helper and not reasons:
-            users = [s.name for s in STEPS if step.name in s.after and not own[s.name]]
+            users = [s.name for s in STEPS if step.name in helpers_of(s, env) and not own[s.name]]
             if not users:
                 reasons.append("no step that uses it will run")
-        plan.append(Planned(step, reasons, _note(step, env) if not reasons else None))
+        plan.append(Planned(step, reasons, _note(step, env) if not reasons else None, helpers_of(step, env)))
     return plan
 
 

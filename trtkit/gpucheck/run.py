@@ -108,7 +108,7 @@ def run_planned(plan, index, done, remaining, run):
     planned = plan[index]
     if not planned.run:
         return {"status": "skipped", "reason": planned.why()}
-    for helper in planned.step.after:
+    for helper in planned.after:
         status = (done.get(helper) or {}).get("status")
         if status != "ok":
             return {"status": "skipped", "reason": "needs the {} step, which ended {}".format(helper, status)}

@@ -182,6 +182,7 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
                                                  fastest["agreement"] or 0.0))
     floats = [r for r in rows if not is_quantized(r["precision"]) and r["throughput_ips"]]
     fastest_float = max(floats, key=lambda r: r["throughput_ips"]) if floats else None
+    unshown = []
     for row in rows:
         if is_quantized(row["precision"]) and row["within_budget"] and row["passes_gate"] and fastest_float \
                 and row["throughput_ips"] and row["throughput_ips"] < fastest_float["throughput_ips"]:
@@ -191,6 +192,8 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
         elif is_quantized(row["precision"]) and not row["within_on_estimate"] and row["drop"] is not None:
             notes.append("{} loses {:.3f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
                                                                              max_drop))  # 1.005, not "1.00"
+        elif row["within_on_estimate"] and not row["within_budget"] and row["passes_gate"]:
+            unshown.append(row)
         elif row["within_budget"] and row["passes_gate"] and not row["keeps_tune_split"]:
             notes.append("{} passes on the held-out images but not on the larger tune split (scored with ONNX "
                          "Runtime), so it is not chosen (there: {})".format(
@@ -199,11 +202,18 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
             notes.append("{} is within the budget but fails its verification gate ({}), so it is not "
                          "chosen".format(row["name"], _status_detail(by_name[row["name"]], row)))
     unresolved = _unresolved(rows, by_name, max_drop, metric, label, chosen)
+    unshown = [r for r in unshown if not unresolved or r["name"] != unresolved["name"]]
+    if unshown:  # the one that mattered for the choice has its own line (unresolved); the others share one
+        notes.append("{} keep{} the budget on the measured drop but not on the upper end of the 95% interval (up "
+                     "to {:.2f} points at {} images)".format(", ".join(r["name"] for r in unshown),
+                                                            "s" if len(unshown) == 1 else "",
+                                                            max(r["drop_upper"] for r in unshown),
+                                                            max(r["images"] or 0 for r in unshown)))
     if unresolved:
         notes.append(unresolved["note"])
     if rule == "estimate":
-        notes.append("the budget was judged on the measured drops, not on their 95% upper bounds (--budget-rule "
-                     "estimate)")
+        notes.append("the budget was judged on the measured drops, not on the upper ends of their 95% intervals "
+                     "(--budget-rule estimate)")
     for note in notes:
         log.info("auto: " + note)
     log.info("auto: chose {} ({:.1f} img/s, {} drop {:.2f} points{}, budget {:g})".format(
