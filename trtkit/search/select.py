@@ -27,6 +27,7 @@ accuracy. Then the budget rests on agreement with FP32 instead, with a warning
 
 from trtkit import log
 from trtkit.errors import InputError
+from trtkit.intervals import CONFIDENCE
 from trtkit.precision.types import is_quantized
 
 
@@ -221,7 +222,7 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
         "" if chosen["drop_upper"] is None or chosen["precision"] == "fp32" else
         ", at most {:.2f} in its 95% interval".format(chosen["drop_upper"]), max_drop))
     selection = {"chosen": chosen["name"], "max_drop": max_drop, "metric": metric, "metric_label": label,
-                 "budget_rule": rule, "confidence": 0.95, "candidates": rows, "notes": notes}
+                 "budget_rule": rule, "confidence": CONFIDENCE, "candidates": rows, "notes": notes}
     if unresolved:
         selection["unresolved"] = dict((k, v) for k, v in unresolved.items() if k != "note")
     return selection
