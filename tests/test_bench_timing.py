@@ -130,6 +130,6 @@ def test_a_rows_stability_warnings_are_said_once_with_each_figure():
            "warnings": ["latency unstable: coefficient of variation 12% > 10% over 213 samples",
                         "throughput unstable: coefficient of variation 23% > 10% over 6 samples"]}
     _, notes = markdown_table({"results": [row], "options": {"max_cv": 0.1}, "device": {}})
-    lines = [n for n in notes if n.startswith("- (!) FP32")]
-    assert lines == ["- (!) FP32 PyTorch (eager) batch 1: unstable: coefficient of variation latency 12%, "
+    lines = [n for n in notes if n.startswith("- (!) resnet18 FP32")]  # the model too: gpu_check times two
+    assert lines == ["- (!) resnet18 FP32 PyTorch (eager) batch 1: unstable: coefficient of variation latency 12%, "
                      "throughput 23% (limit 10%)"]

@@ -88,7 +88,7 @@ def test_hopper_runs_tensorrt_rtx_to_record_its_refusal_and_skips_what_is_missin
                   rtx_targets=RTX_TARGETS)
     verdict = verdicts(make_plan(machine))
     runs = sorted(name for name, (run, _) in verdict.items() if run)
-    assert runs == sorted(["device", "sample-model", "torch-baselines", "tensorrt-rtx", "training", "torch-compile",
+    assert runs == sorted(["device", "sample-model", "torch-baselines", "resnet18-224", "tensorrt-rtx", "training", "torch-compile",
                            "segmentation"])
     assert "has no target for NVIDIA H100 80GB HBM3 (SM 9.0" in verdict["tensorrt-rtx"][1]
     assert "refusal" in verdict["tensorrt-rtx"][1]
@@ -230,7 +230,8 @@ def test_the_planner_runs_prerequisites_first_for_every_budget_from_60_to_900_s(
 
 def test_a_budget_too_small_for_the_prerequisites_is_refused_up_front_with_the_budget_that_works(tmp_path):
     from trtkit.gpucheck.plan import minimum_budget
-    skip = "tensorrt,torch2trt,onnxruntime-cuda,tensorrt-rtx,segmentation,torch-compile,training,torch-baselines"
+    skip = ("tensorrt,torch2trt,onnxruntime-cuda,tensorrt-rtx,segmentation,torch-compile,training,torch-baselines,"
+            "resnet18-224")
     result = run_script(["--out", str(tmp_path / "r"), "--budget-seconds", "20", "--skip", skip], str(tmp_path))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     plan = make_plan(env(H100), skip=set(skip.split(",")))

@@ -64,7 +64,7 @@ def markdown_table(result):
     unstable = 0
     for row in result["results"]:
         if row.get("warnings"):  # one line per row, however many of its figures wobbled (was one per figure)
-            notes.append("- (!) {} batch {}: {}".format(row["variant"], row["batch"], _unstable(
+            notes.append("- (!) {} {} batch {}: {}".format(row["model"], row["variant"], row["batch"], _unstable(
                 row, (result.get("options") or {}).get("max_cv"))))
             unstable += 1
     if unstable:

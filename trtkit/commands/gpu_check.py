@@ -3,23 +3,12 @@
 NAME = "gpu-check"
 HELP = ("run every GPU path (PyTorch, TensorRT-RTX, TensorRT, torch2trt, ONNX Runtime CUDA, AMP training) and "
         "file the results")
-DESCRIPTION = """Check every GPU path of trtkit on this machine in one call, within a time budget.
+_DESCRIPTION = """Check every GPU path of trtkit on this machine in one call, within a time budget.
 
 Steps, in order (each in its own process: a crash, an error or a hang in one is
 recorded with its exact error text, and the next step runs):
 
-  device            the device record: GPUs, driver, CUDA, CPU, runtime versions
-  sample-model      the sample ResNet18 (digits, 64x64) from trtkit's cache, trained once if missing
-  torch-baselines   PyTorch eager FP32, .half() (BatchNorm kept FP32), autocast FP16, channels_last;
-                    batch 1, 64, 256
-  tensorrt-rtx      TensorRT-RTX FP32/FP16/INT8 engines for this GPU, verified against PyTorch FP32 on
-                    held-out sample images, timed at batch 1 and 64; on a GPU TensorRT-RTX has no target
-                    for (Hopper: H100, H200) its exact refusal is recorded instead
-  tensorrt          the same with classic TensorRT (a Jetson, an NGC container)
-  torch2trt         the same converted by torch2trt
-  onnxruntime-cuda  ONNX Runtime's CUDA provider, FP32/FP16
-  training          training speed of fp32, amp and half on CIFAR-shaped data (ResNet18, same seed)
-  torch-compile     torch.compile against eager, batch 1, 64, 256
+{steps}
 
 A step whose needs are missing (no GPU, a module that does not import, torch
 without CUDA, ONNX Runtime without its CUDA provider) is skipped with the reason;
@@ -34,9 +23,20 @@ Results go to OUT (default: benchmarks/results/<gpu-slug>/), rewritten after eve
   gpu_check.log    every step's output
 
 Exit code 0 when no step failed or timed out, 1 otherwise (the results are written either way)."""
+
+
+def _steps_text():
+    """Each step's name and summary, from the plan that runs them (one owner for what a step does)."""
+    import textwrap
+    from trtkit.gpucheck.plan import STEPS
+    return "\n".join(textwrap.fill(step.summary, 100, initial_indent="  {:<18}".format(step.name),
+                                    subsequent_indent=" " * 20) for step in STEPS)
+
+
+DESCRIPTION = _DESCRIPTION.format(steps=_steps_text())
 EPILOG = """examples:
   gpu_check.py --dry-run                          what would run here, and why the rest would not
-  gpu_check.py                                    everything that can run, in at most 8 minutes
+  gpu_check.py                                    everything that can run, in at most 9 minutes
   gpu_check.py --skip torch-compile,training --budget-seconds 300
   gpu_check.py --train-data cifar-10-batches-py   time training on the real CIFAR-10
   gpu_check.py --out /tmp/check --work /tmp/check-work   keep the engines and training runs"""

@@ -44,6 +44,10 @@ def add_arguments(parser):
                       help="comma list (e.g. fp32,amp,half): train each on the same seed and compare")
     prec.add_argument("--device", default=None, help="auto, cpu or cuda (default: auto)")
     prec.add_argument("--init-scale", type=float, default=None, help="initial loss scale (default: 65536)")
+    prec.add_argument("--data-placement", default=None, choices=["auto", "device", "host"],
+                      help="where the training images live: on the GPU (device), or in host memory with each "
+                           "batch copied ahead from pinned buffers (host); auto: on the GPU when they take at most "
+                           "a quarter of its free memory (default: auto)")
     opt = parser.add_argument_group("optimization")
     opt.add_argument("--epochs", type=int, default=None, help="default: 6")
     opt.add_argument("--batch-size", type=int, default=None, help="default: 64")
@@ -71,7 +75,7 @@ def add_arguments(parser):
 
 _SETTINGS = ("data", "limit", "model", "stem", "input_size", "mode", "channels_last", "device", "init_scale",
              "epochs", "batch_size", "optimizer", "lr", "weight_decay", "warmup", "clip_grad", "flip", "seed",
-             "deterministic")
+             "deterministic", "data_placement")
 
 
 def config_from_args(args):

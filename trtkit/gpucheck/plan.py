@@ -66,6 +66,9 @@ STEPS = [
     Step("torch-baselines", "PyTorch as a tuned program runs it (cudnn.benchmark, channels_last): FP32, AMP "
          "(autocast FP16), .half() (BatchNorm FP32); batch 1, 64, 256", ("gpu", "torch", "torch_cuda"),
          ("sample-model",), seconds=80, floor=30),
+    Step("resnet18-224", "ImageNet ResNet18 at 224x224 (the reference benchmark's setting; random weights): PyTorch "
+         "FP32, AMP, .half() and torch.compile; batch 1, 64, 256", ("gpu", "torch", "torch_cuda"), seconds=120,
+         floor=60),  # H200: the 9 eager cells took 40 s, torch.compile's 3 about 45 s more
     Step("tensorrt-rtx", "TensorRT-RTX FP32/FP16/INT8 engines for this GPU: built, verified against PyTorch "
          "FP32 on held-out sample images, timed at batch 1, 64", BUILD_NEEDS + ("tensorrt_rtx",),
          ("sample-model",), seconds=120, floor=40),

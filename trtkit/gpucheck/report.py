@@ -12,7 +12,7 @@ from trtkit.bench.report import markdown_table
 from trtkit.intervals import format_low, format_range
 
 # the steps whose results hold bench rows, in the order their rows are shown (first of a duplicate wins)
-TIMED_STEPS = ("torch-baselines", "torch-compile", "onnxruntime-cuda", "tensorrt-rtx", "tensorrt", "torch2trt")
+TIMED_STEPS = ("torch-baselines", "resnet18-224", "torch-compile", "onnxruntime-cuda", "tensorrt-rtx", "tensorrt", "torch2trt")
 ENGINE_STEPS = ("tensorrt-rtx", "tensorrt", "torch2trt", "onnxruntime-cuda")
 
 
@@ -173,7 +173,8 @@ def markdown_report(record):
     lines += ["", "## Inference speed", ""]
     if rows:
         table, notes = markdown_table({"results": rows})
-        lines += ["Sample ResNet18 (64x64 digits). FPS from throughput mode, host<->device copies included; "
+        lines += ["Sample ResNet18 (64x64 digits), and resnet18@224: ImageNet's ResNet18 at 224x224 with random "
+                  "weights (the reference benchmark's setting). FPS from throughput mode, host<->device copies included; "
                   "speed-up over PyTorch FP32 eager at the same batch; agreement = top-1 agreement with PyTorch "
                   "FP32. Figures are short (a check that every path runs, not a benchmark): for publishable "
                   "numbers use `trtkit bench`.", "", table]

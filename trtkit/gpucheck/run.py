@@ -28,7 +28,7 @@ from trtkit.gpucheck.plan import (allot, format_plan, is_prerequisite, make_plan
                                   probe_environment)
 from trtkit.gpucheck.steps import keep_partial
 
-DEFAULT_BUDGET_SECONDS = 480.0
+DEFAULT_BUDGET_SECONDS = 540.0
 RESULT_FILES = ("device.json", "gpu_check.json", "gpu_check.md", "gpu_check.log")
 LOG_TAIL_LINES = 30
 
@@ -49,7 +49,7 @@ class CheckOptions(object):
         self.command = command or "python scripts/gpu_check.py"
         if self.budget_seconds <= 0:
             raise InputError("--budget-seconds must be positive, got {:g}".format(self.budget_seconds),
-                             hint="e.g. --budget-seconds 480 (8 minutes)")
+                             hint="e.g. --budget-seconds 540 (9 minutes)")
         if self.train_data and not os.path.isdir(self.train_data):
             raise InputError("--train-data {} is not a folder".format(train_data),
                              hint="give the extracted cifar-10-batches-py folder, or leave it out for synthetic data")

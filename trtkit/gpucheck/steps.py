@@ -103,19 +103,46 @@ def step_sample_model(request, save):
             "accuracy": (getattr(model, "trtkit_meta", None) or {}).get("accuracy")}
 
 
-def _torch_step(request, save, modes, fixed, checked=()):
-    """Time the sample in the torch ``modes``, each row saved as soon as it is measured; the ``checked``
-    modes' rows fail when their outputs disagree with eager FP32 (``judge_against_eager``)."""
+def _torch_step(request, save, modes, fixed, checked=(), subject=None):
+    """Time ``subject`` (the sample, or ``(checkpoint, input size, images, model name)``) in the torch
+    ``modes``, each row saved as soon as it is measured; the ``checked`` modes' rows fail when their outputs
+    disagree with eager FP32 (``judge_against_eager``)."""
     from trtkit.bench.plan import plan_from_flags
-    contract, checkpoint = _sample_contract()
+    if subject is None:
+        contract, checkpoint = _sample_contract()
+        subject = (checkpoint, contract.size, _sample_images(contract), None)
+    checkpoint, size, images, name = subject
     options = bench_options(request["seconds"] * 0.7, len(modes) * len(TORCH_SIZES), TORCH_SIZES, fixed)
-    variants = plan_from_flags(options, checkpoint=checkpoint, input_size=contract.size, torch_modes=list(modes))
+    variants = plan_from_flags(options, checkpoint=checkpoint, input_size=size, torch_modes=list(modes))
+    for variant in variants:
+        variant.model = name or variant.model
     result = {"status": "running", "bench": {"results": []}}
-    bench = _bench(variants, _sample_images(contract), options, saving_rows(result, save))
+    bench = _bench(variants, images, options, saving_rows(result, save))
     judge_against_eager(bench["results"], checked)
     summarize_bench(bench)
     status = "ok" if bench["summary"]["ok"] == bench["summary"]["rows"] else "partial"
     return {"status": status, "bench": bench}
+
+
+REFERENCE_MODEL = "resnet18@224"  # the reference benchmark's setting, beside the sample's 64x64
+
+
+def step_resnet18_224(request, save):
+    """ImageNet's ResNet18 at 224x224, as the reference benchmark times it: the sample at 64x64 measures launch
+    overhead on a large GPU, not the precision. Seeded random weights (no download; speed does not depend on
+    them, agreement then only shows each mode runs); eager FP32, AMP, .half() and torch.compile."""
+    import torch
+    from trtkit.backends.torch_baseline import BASELINE_MODES
+    from trtkit.bench.plan import load_bench_images
+    from trtkit.models.classifiers import create_model, save_checkpoint
+    checkpoint = os.path.join(request["work"], "resnet18-224.pt")
+    torch.manual_seed(0)
+    save_checkpoint(create_model("resnet18", num_classes=1000, stem="imagenet", input_size=224), checkpoint)
+    images, _ = load_bench_images(None, contract_size=224, count=BENCH_IMAGES)
+    import importlib.util
+    modes = list(BASELINE_MODES) + (["compile"] if importlib.util.find_spec("triton") else [])  # compile needs triton
+    return _torch_step(request, save, modes, fixed=min(60.0, request["seconds"] * 0.4), checked=("compile",),
+                       subject=(checkpoint, 224, images, REFERENCE_MODEL))
 
 
 def step_torch_baselines(request, save):
@@ -265,6 +292,7 @@ def step_segmentation(request, save):
 
 
 STEP_FUNCTIONS = {"device": step_device, "sample-model": step_sample_model, "torch-baselines": step_torch_baselines,
+                  "resnet18-224": step_resnet18_224,
                   "tensorrt-rtx": step_tensorrt_rtx, "tensorrt": step_tensorrt, "torch2trt": step_torch2trt,
                   "onnxruntime-cuda": step_onnxruntime_cuda, "training": step_training,
                   "torch-compile": step_torch_compile, "segmentation": step_segmentation}

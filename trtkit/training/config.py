@@ -13,7 +13,7 @@ DEFAULTS = {
     "mode": "fp32", "channels_last": False, "device": "auto",
     "epochs": 6, "batch_size": 64, "optimizer": "sgd", "lr": None, "momentum": 0.9, "weight_decay": 5e-4,
     "warmup": 0.25, "label_smoothing": 0.05, "clip_grad": None,
-    "seed": 0, "flip": None, "pad": None, "deterministic": False,
+    "seed": 0, "flip": None, "pad": None, "deterministic": False, "data_placement": "auto",
     "init_scale": 2.0 ** 16, "growth_interval": 2000,
 }
 
@@ -42,6 +42,8 @@ class TrainConfig(object):
             raise InputError("--lr must be positive")
         if self.clip_grad is not None and not float(self.clip_grad) > 0:
             raise InputError("--clip-grad must be positive")
+        from trtkit.training.inputs import check_placement
+        check_placement(self.data_placement)
         self.epochs = int(self.epochs)
         self.batch_size = int(self.batch_size)
 

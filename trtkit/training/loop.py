@@ -66,30 +66,6 @@ def lr_at(step, total, base, warmup):
     return final + (base - final) * (1 + math.cos(math.pi * min(1.0, t))) / 2
 
 
-def augment(images, rng, pad, flip):
-    """Random crop of a reflect-padded batch (shift up to ``pad`` px) and optional horizontal flip.
-
-    Runs on the batch's device; the offsets come from ``rng`` (numpy), so a
-    resumed run draws the same crops.
-    """
-    torch = require("torch", "training")
-    n, _, h, w = images.shape
-    offsets = rng.randint(0, 2 * pad + 1, size=(n, 2))
-    flips = rng.rand(n) < 0.5 if flip else None
-    if pad > 0:
-        padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode="reflect")
-        dev = images.device
-        off = torch.from_numpy(offsets).to(dev)
-        ys = off[:, 0:1] + torch.arange(h, device=dev)[None]
-        xs = off[:, 1:2] + torch.arange(w, device=dev)[None]
-        batch = torch.arange(n, device=dev)[:, None, None]
-        images = padded[batch, :, ys[:, :, None], xs[:, None, :]].permute(0, 3, 1, 2).contiguous()
-    if flips is not None and flips.any():
-        mask = torch.from_numpy(flips).to(images.device)[:, None, None, None]
-        images = torch.where(mask, images.flip(3), images)
-    return images
-
-
 def evaluate(model, imageset, batch_size=256, precision=None, device=None):
     """Top-1 accuracy of ``model`` on a labelled ImageSet, computed the way ``precision`` runs it.
 
@@ -152,11 +128,26 @@ def _set_determinism(torch, on, cuda):
     return previous, plan
 
 
-def _make_optimizer(torch, config, params):
+def _make_optimizer(torch, config, params, cuda=False):
+    """SGD (Nesterov momentum) or AdamW; on a GPU the fused implementation where this torch has it (2.3 and
+    later for SGD): besides fewer launches, GradScaler hands a fused optimizer the inf check as a tensor,
+    where an unfused one makes every loss-scaled step wait for the GPU (``found_inf.item()``). Measured on an
+    H200, ResNet18 at 224, batch 128, AMP: trtkit's loop reached 77% of plain PyTorch's with the unfused one."""
+    fused = {"fused": True} if cuda and takes_fused(torch.optim.AdamW if config.optimizer == "adamw"
+                                                   else torch.optim.SGD) else {}
     if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=config.base_lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(params, lr=config.base_lr, weight_decay=config.weight_decay, **fused)
     return torch.optim.SGD(params, lr=config.base_lr, momentum=config.momentum, weight_decay=config.weight_decay,
-                           nesterov=config.momentum > 0)
+                           nesterov=config.momentum > 0, **fused)
+
+
+def takes_fused(optimizer_class):
+    """Whether this torch's ``optimizer_class`` has a fused implementation (its ``fused`` argument)."""
+    import inspect
+    try:
+        return "fused" in inspect.signature(optimizer_class.__init__).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _is_oom(exc):
@@ -195,19 +186,27 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
         state, training = resume
         model.load_state_dict(state, strict=True)
     params = precision.prepare(model)
-    optimizer = _make_optimizer(torch, config, params)
+    optimizer = _make_optimizer(torch, config, params, precision.cuda)
     scaler = precision.make_scaler()
     history, start_epoch = [], 0
     if resume is not None:
         optimizer.load_state_dict(training["optimizer"])
+        for group in optimizer.param_groups:  # fused or not is this device's choice, not the saved run's
+            if "fused" in group:
+                group["fused"] = optimizer.defaults.get("fused")
         scaler.load_state_dict(training["scaler"])
         restore_rng(rng, training["rng"], device)
         history = list(training.get("history", []))
         start_epoch = int(training["epoch"])
     size = train_set.images.shape[-1]
     pad = config.pad if config.pad is not None else max(2, size // 16)
-    flip = config.use_flip
     batch_size = config.batch_size
+    from trtkit.training.inputs import BatchSource
+    batches = BatchSource(train_set.images, train_set.labels, device, getattr(model, "input_contract", None),
+                          placement=config.data_placement, pad=pad, flip=config.use_flip,
+                          channels_last=config.channels_last)
+    log.info("training images: {}".format(batches.describe()))
+    log.debug("optimizer: {}{}".format(config.optimizer, " (fused)" if optimizer.defaults.get("fused") else ""))
     steps_per_epoch = int(np.ceil(len(train_set) / float(batch_size)))
     total_steps = config.epochs * steps_per_epoch
     loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=config.label_smoothing) if "label_smoothing" in \
@@ -227,28 +226,23 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                     torch.cuda.reset_peak_memory_stats()
                     torch.cuda.synchronize()
                 start = time.time()
-                total_loss, seen, correct, skipped_epoch = 0.0, 0, 0, 0
+                total_loss, seen, correct, skipped_before = 0.0, 0, 0, scaler.skipped
                 pending = []  # (step, loss tensor, count) not yet checked on the host
-                for step in range(steps_per_epoch):
-                    index = order[step * batch_size:(step + 1) * batch_size]
-                    if len(index) < 2:
-                        continue
+                for step, (images, y) in enumerate(batches.epoch(order, rng, batch_size)):
                     global_step = epoch * steps_per_epoch + step
                     lr = lr_at(global_step, total_steps, config.base_lr, config.warmup)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
                     if callback is not None:
                         callback(epoch, step, model)
+                    count = int(y.shape[0])
                     try:
-                        x = torch.from_numpy(train_set.images[index]).to(device, non_blocking=True)
-                        y = torch.from_numpy(train_set.labels[index]).to(device, non_blocking=True)
-                        x = precision.inputs(augment(x, rng, pad, flip))
-                        model.zero_grad(set_to_none=True)
+                        x = precision.inputs(images)
                         optimizer.zero_grad(set_to_none=True)
                         with precision.autocast():
                             logits = model(x)
                         loss = loss_fn(logits.float(), y)
-                        pending.append((step, loss.detach(), len(index)))
+                        pending.append((step, loss.detach(), count))
                         if len(pending) >= check_every:
                             total_loss += _check_losses(torch, pending, epoch, steps_per_epoch, config.mode,
                                                         checkpoint_path, start_epoch, history)
@@ -259,9 +253,8 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                         if config.clip_grad:
                             torch.nn.utils.clip_grad_norm_(params, float(config.clip_grad))
                         scaler.step(optimizer)
-                        skipped = scaler.update()
-                        if not skipped:
-                            precision.after_step()
+                        scaler.update()
+                        precision.after_step()  # a skipped step left the masters as they were: a no-op copy
                     except RuntimeError as exc:
                         if _is_oom(exc):
                             raise OutOfMemory(
@@ -269,9 +262,8 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                                     batch_size, config.mode, device, size, size),
                                 hint="try --batch-size {}".format(max(2, batch_size // 2)))
                         raise
-                    skipped_epoch += int(skipped)
                     correct += int((logits.detach().argmax(1) == y).sum()) if not precision.cuda else 0
-                    seen += len(index)
+                    seen += count
                     bar.update(1, postfix="epoch {}/{}".format(epoch + 1, config.epochs))
                 if pending:
                     total_loss += _check_losses(torch, pending, epoch, steps_per_epoch, config.mode, checkpoint_path,
@@ -281,7 +273,7 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
                 elapsed = time.time() - start
                 record = {"epoch": epoch + 1, "loss": total_loss / max(seen, 1), "seconds": round(elapsed, 3),
                           "images_per_second": round(seen / elapsed, 1) if elapsed > 0 else None,
-                          "lr": lr, "loss_scale": scaler.scale, "skipped_steps": skipped_epoch,
+                          "lr": lr, "loss_scale": scaler.scale, "skipped_steps": scaler.skipped - skipped_before,
                           "peak_memory_mb": round(torch.cuda.max_memory_allocated() / 2.0 ** 20, 1)
                           if precision.cuda else None}
                 if not precision.cuda:

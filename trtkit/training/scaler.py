@@ -13,7 +13,8 @@ protocol, ``NoScaler`` serves fp32/bf16, so the training loop has one code path:
 
     scaler.backward(loss); scaler.unscale(optimizer, params)
     (clip gradients here: they are unscaled)
-    scaler.step(optimizer); skipped = scaler.update()
+    scaler.step(optimizer); scaler.update()
+    ... scaler.skipped (the steps skipped so far; read once an epoch: reading it waits for the GPU)
 
 No hand-written fallback is kept. Every torch trtkit supports (>= 1.10, the
 Jetson Nano's) has the CUDA GradScaler; the CPU one (``torch.amp.GradScaler("cpu")``)
@@ -44,7 +45,7 @@ class NoScaler(object):
         optimizer.step()
 
     def update(self):
-        return False
+        return None
 
     def state_dict(self):
         return {"kind": self.name}
@@ -72,18 +73,32 @@ def _make_grad_scaler(torch, device_type, init_scale, growth_interval):
 
 
 class TorchGradScaler(object):
-    """torch's GradScaler on ``device_type`` behind trtkit's scaler protocol."""
+    """torch's GradScaler on ``device_type`` behind trtkit's scaler protocol.
+
+    Skipped steps are counted on the device (a step was skipped exactly when GradScaler lowered the scale)
+    and read only when ``skipped`` is asked for: reading the scale after every step, as this class did, made
+    each AMP step wait for the GPU twice.
+    """
 
     name = "torch"
 
     def __init__(self, device_type="cuda", init_scale=2.0 ** 16, growth_interval=2000):
         torch = require("torch", "loss scaling")
         self._impl = _make_grad_scaler(torch, device_type, init_scale, growth_interval)
-        self.skipped = 0
+        self._skipped = 0
+        self._pending = None  # skipped steps not yet read back from the device (a tensor), or None
 
     @property
     def scale(self):
         return float(self._impl.get_scale())
+
+    @property
+    def skipped(self):
+        """Steps skipped so far (waits for the device when steps are pending)."""
+        if self._pending is not None:
+            self._skipped += int(self._pending.item())
+            self._pending = None
+        return self._skipped
 
     def backward(self, loss):
         self._impl.scale(loss.float()).backward()
@@ -97,13 +112,18 @@ class TorchGradScaler(object):
         self._impl.step(optimizer)  # skipped when unscaling found an inf/NaN gradient
 
     def update(self):
-        """Adjust the scale after a step; returns True when the step was skipped."""
-        before = self.scale
+        """Adjust the scale after a step, counting the step on the device when it was skipped."""
+        current = getattr(self._impl, "_scale", None)
+        if current is None:  # no scaled step yet (or a torch without the attribute): read it on the host
+            before = self.scale
+            self._impl.update()
+            self._skipped += int(self.scale < before)
+            return None
+        before = current.clone()
         self._impl.update()
-        skipped = self.scale < before  # GradScaler lowers the scale exactly when it skipped the step
-        if skipped:
-            self.skipped += 1
-        return skipped
+        lowered = (self._impl._scale < before).int()
+        self._pending = lowered if self._pending is None else self._pending + lowered
+        return None
 
     def state_dict(self):
         state = dict(self._impl.state_dict())
@@ -114,7 +134,7 @@ class TorchGradScaler(object):
     def load_state_dict(self, state):
         state = dict(state)
         kind = state.pop("kind", None)
-        self.skipped = int(state.pop("skipped", 0))
+        self._skipped, self._pending = int(state.pop("skipped", 0)), None
         if kind == "dynamic":  # a checkpoint of trtkit's former own scaler (half recipe): same fields, renamed
             state = {"scale": state["scale"], "growth_factor": state["growth_factor"],
                      "backoff_factor": state["backoff_factor"], "growth_interval": state["growth_interval"],
