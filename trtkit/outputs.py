@@ -185,19 +185,6 @@ KINDS = dict((k.name, k) for k in (LOGITS, PROBABILITIES, LOG_PROBABILITIES, BIN
 NAMES = tuple(KINDS)
 
 
-TASKS = ("classification", "segmentation")
-
-
-def task_of_shape(dims):
-    """What an output of ``dims`` (batch axis included; None or -1 where dynamic) says the model does:
-    ``segmentation`` for a [N, C, H, W] map (H and W not both 1), ``classification`` for [N, classes] or
-    [N, classes, 1, 1]; None when the rank says neither."""
-    dims = list(dims or [])
-    if len(dims) == 4 and dims[2:] != [1, 1]:
-        return "segmentation"
-    return "classification" if len(dims) in (2, 4) else None
-
-
 def help_text():
     """The ``--output-kind`` help: every kind and its rule."""
     return "; ".join("{}: {}".format(k.name, k.summary) for k in KINDS.values())

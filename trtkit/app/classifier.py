@@ -20,6 +20,7 @@ This module is imported by ``import trtkit``: it needs only numpy at import time
 import numpy as np
 
 from trtkit.app.model import LoadedModel, _check_k
+from trtkit.tasks.classification import CLASSIFICATION
 
 
 class Classifier(LoadedModel):
@@ -33,7 +34,7 @@ class Classifier(LoadedModel):
     Use it as a context manager, or call ``close()``.
     """
 
-    task = "classification"
+    task = CLASSIFICATION.name
 
     @property
     def num_classes(self):

@@ -3,7 +3,8 @@
 A classification build gives a ``Classifier`` (``predict`` -> top classes), a
 segmentation build a ``Segmenter`` (``predict`` -> class-index masks at each
 image's own size); both are ``model.LoadedModel``s. Which one is the target's
-task (``locate``: the manifest's ``model.task``, else the artifact's output shape).
+task's (``Task.app_class``; ``locate``: the manifest's ``model.task``, else the
+artifact's output shape).
 
 This module is imported by ``import trtkit``: it needs only numpy at import time.
 """
@@ -24,9 +25,6 @@ def load(path, precision=None, backend=None, batch_size=None):
 
 
 def open_target(target, batch_size=None):
-    """The loaded model of a ``locate.Target``: a Classifier or a Segmenter, by the target's task."""
-    if target.task == "segmentation":
-        from trtkit.app.segmenter import Segmenter
-        return Segmenter.open(target, batch_size)
-    from trtkit.app.classifier import Classifier
-    return Classifier.open(target, batch_size)
+    """The loaded model of a ``locate.Target``: a Classifier or a Segmenter, the app class of the target's task."""
+    from trtkit import tasks
+    return tasks.of(target.task).app_class().open(target, batch_size)

@@ -22,10 +22,9 @@ graph): what the output holds, whose decision rule predict follows
 import os
 import re
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.contract import InputContract
 from trtkit.errors import InputError
-from trtkit.outputs import task_of_shape
 from trtkit.pipeline.manifest import MANIFEST_NAME, manifest_files, open_build
 
 ENGINE_SUFFIXES = (".engine", ".plan", ".trt")
@@ -40,17 +39,18 @@ class Target(object):
     ``precision`` (None when unknown), ``output_kind``, ``name`` (the artifact's,
     e.g. ``resnet18.fp16``), ``artifact`` (its manifest record; None for a file no
     manifest lists), ``manifest`` (the loaded manifest, or None) and ``task``
-    (``classification`` or ``segmentation``).
+    (the name of its ``trtkit.tasks`` Task: ``classification`` or ``segmentation``).
     """
 
     def __init__(self, path, backend, contract, precision=None, output_kind="logits", name=None, artifact=None,
-                 manifest=None, task="classification"):
-        from trtkit.outputs import TASKS, OutputKind
+                 manifest=None, task=None):
+        from trtkit.outputs import OutputKind
         output_kind = OutputKind.parse(output_kind).name
-        if task not in TASKS:
+        try:
+            self.task = tasks.of(task).name
+        except InputError:
             raise InputError("{} is for task '{}', which this trtkit does not know".format(path, task),
-                             hint="use the trtkit that built it, or rebuild")
-        self.task = task
+                             hint="use the trtkit that built it, or rebuild") from None
         self.path = os.path.abspath(path)
         self.backend = backend
         self.contract = contract
@@ -267,7 +267,7 @@ def _onnx_interface(path):
     task = check_task(model)
     summary = OnnxSummary(model, task)
     contract = contract_metadata(model) or _from_dims(path, summary.image_shape, "its graph")
-    return contract, summary.output_kind or "logits", task
+    return contract, summary.output_kind or "logits", task.name
 
 
 def _from_dims(path, dims, what):
@@ -307,5 +307,5 @@ def _lone_engine(path, precision, backend):
     inputs = record.get("inputs") or []
     dims = inputs[0]["shape"][1:] if inputs else []
     outputs = record.get("outputs") or []
-    task = task_of_shape(outputs[0].get("shape") if outputs else None) or "classification"
-    return Target(path, flavour, _from_dims(path, dims, "its sidecar"), precision, task=task)
+    task = tasks.of_shape(outputs[0].get("shape") if outputs else None) or tasks.DEFAULT
+    return Target(path, flavour, _from_dims(path, dims, "its sidecar"), precision, task=task.name)

@@ -21,6 +21,7 @@ import numpy as np
 from trtkit.app import maps
 from trtkit.app.model import LoadedModel, _check_k
 from trtkit.errors import InputError
+from trtkit.tasks.segmentation import SEGMENTATION
 
 
 class Segmenter(LoadedModel):
@@ -33,7 +34,7 @@ class Segmenter(LoadedModel):
     ``LoadedModel``'s, with ``num_classes``.
     """
 
-    task = "segmentation"
+    task = SEGMENTATION.name
 
     def _check_task(self):
         super(Segmenter, self)._check_task()

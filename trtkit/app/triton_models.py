@@ -32,7 +32,7 @@ current where the engine was loaded.
 
 import numpy as np
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.errors import TrtkitError
 
 DEFAULT_MAX_BATCH = 32  # no profile to take it from (ONNX): the largest batch Triton forms
@@ -105,19 +105,10 @@ def bindings(worker, max_batch=None, images=True, top_k=5, queue_delay_us=100):
 
 
 def _answer_tensors(Tensor, model, k, logits_out):
-    """The ``_images`` model's answer: top-k of single-label and binary models, per-label decisions of
-    multi-label ones (their positives vary in number: no fixed k), masks and class fractions of segmentation
-    ones (no score maps: they are the model input's size, not the image's)."""
-    if model.task == "segmentation":
-        return [Tensor(name="mask", dtype=bytes, shape=(1,)),
-                Tensor(name="fractions", dtype=np.float32, shape=(model.num_classes or -1,))]
-    if model.kind.multilabel:
-        labels = model.output_columns or -1
-        return [logits_out, Tensor(name="probabilities", dtype=np.float32, shape=(labels,)),
-                Tensor(name="positive", dtype=np.bool_, shape=(labels,))]
-    return [logits_out, Tensor(name="top_classes", dtype=np.int64, shape=(k,)),
-            Tensor(name="top_probabilities", dtype=np.float32, shape=(k,)),
-            Tensor(name="top_names", dtype=bytes, shape=(k,))]
+    """The ``_images`` model's answer, the model's task's (``Task.serve_outputs``): top-k of single-label and
+    binary models, per-label decisions of multi-label ones (their positives vary in number: no fixed k), masks
+    and class fractions of segmentation ones (no score maps: they are the model input's size, not the image's)."""
+    return tasks.of(model.task).serve_outputs(Tensor, model, k, logits_out)
 
 
 def _bad_request(exc):
@@ -160,7 +151,7 @@ def _logits_function(worker):
 def _images_function(worker, k):
     from trtkit.app.inputs import decode_bytes
     model = worker.model
-    answer = _masks if model.task == "segmentation" else _classes
+    answer = tasks.of(model.task).serve_answer  # top classes, or masks and class fractions
 
     def infer(requests):
         responses = []
@@ -174,26 +165,3 @@ def _images_function(worker, k):
             responses.append(answer(model, logits, [size for _, size in decoded], k))
         return responses
     return infer
-
-
-def _classes(classifier, logits, sizes, k):
-    """A classifier's answer for one request's images (the sizes do not matter)."""
-    if classifier.kind.multilabel:
-        return {"logits": logits, "probabilities": classifier.kind.probabilities(logits),
-                "positive": classifier.kind.decide(logits)}
-    tops = classifier.top(logits, k)
-    return {"logits": logits,
-            "top_classes": np.asarray([[c for c, _, _ in top] for top in tops], dtype=np.int64),
-            "top_probabilities": np.asarray([[p for _, _, p in top] for top in tops], dtype=np.float32),
-            "top_names": np.asarray([[(str(c) if n is None else n).encode("utf-8") for c, n, _ in top]
-                                     for top in tops], dtype=object)}
-
-
-def _masks(segmenter, scores, sizes, k):
-    """A segmenter's answer for one request's images: base64 palette PNGs of the masks at each image's size and
-    the class fractions."""
-    import base64
-    from trtkit.app.palette import encode_png, mask_image
-    masks = segmenter.masks(scores, sizes)
-    return {"mask": np.asarray([[base64.b64encode(encode_png(mask_image(mask)))] for mask in masks], dtype=object),
-            "fractions": np.asarray([segmenter.fractions(mask) for mask in masks], dtype=np.float32)}

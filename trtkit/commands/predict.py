@@ -49,7 +49,7 @@ def add_arguments(parser):
 
 def run(args):
     import sys
-    from trtkit import log
+    from trtkit import log, tasks
     from trtkit.app.loader import load
     from trtkit.app.inputs import image_files
     from trtkit.errors import InputError
@@ -64,22 +64,16 @@ def run(args):
         log.info("{} image(s) with {} ({}, {}; input {})".format(
             len(files), model.name, model.backend, model.precision or "-",
             "x".join(str(d) for d in model.contract.shape)))
-        segment = model.task == "segmentation"
-        if args.out and not segment:
+        task = tasks.of(model.task)
+        if args.out and not task.draws:
             raise InputError("--out writes the masks of a segmentation build; {} is a classifier".format(
                 model.name), hint="drop --out")
         skipped = _Skipped()
         writer = JsonWriter(sys.stdout) if args.json else TableWriter(sys.stdout, files, args.top_k, model.class_names)
         show = len(files) >= PROGRESS_FROM and not (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
-        with log.Progress("{} {} images".format("segmenting" if segment else "classifying", len(files)),
+        with log.Progress("{} {} images".format(task.predict_verb, len(files)),
                           total=len(files), unit="img") if show else _Nothing() as bar:
-            if segment:
-                _segment(model, files, args, writer, bar, skipped)
-            else:
-                for label, top in model.iter_predict(files, args.top_k, on_unreadable=skipped):
-                    writer.write(label, top)
-                    if bar is not None:
-                        bar.update()
+            task.predict_files(model, files, args, writer, bar, skipped)  # classify_files, segment_files
         writer.close()
     if skipped.errors:
         first = skipped.errors[0]
@@ -105,7 +99,15 @@ class _Skipped(object):
         log.warn("skipped: {}".format(error.message))
 
 
-def _segment(model, files, args, writer, bar, skipped):
+def classify_files(model, files, args, writer, bar, skipped):
+    """Each file's top classes (``writer``)."""
+    for label, top in model.iter_predict(files, args.top_k, on_unreadable=skipped):
+        writer.write(label, top)
+        if bar is not None:
+            bar.update()
+
+
+def segment_files(model, files, args, writer, bar, skipped):
     """Masks of ``files``: a summary each (``writer``), and the mask and overlay files with ``--out``."""
     from trtkit import log
     from trtkit.app.mask_files import MaskWriter, record

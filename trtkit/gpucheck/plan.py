@@ -24,10 +24,13 @@ BUILD_NEEDS = ("gpu", "torch", "onnx", "onnxruntime")
 class Step(object):
     """One isolated part of the check. ``needs``: requirement keys (see ``requirement_reason``);
     ``after``: helper steps it uses; ``seconds``: its share of a budget (about its time on an H100);
-    ``floor``: the least time worth starting it with; ``helper``: runs only for steps that use it."""
+    ``floor``: the least time worth starting it with; ``helper``: runs only for steps that use it;
+    ``helpers_with``: modules (``env["modules"]`` keys) of which one must be there for it to use its helpers
+    (empty: it always does)."""
 
-    def __init__(self, name, summary, needs=(), after=(), seconds=60, floor=20, helper=False):
+    def __init__(self, name, summary, needs=(), after=(), seconds=60, floor=20, helper=False, helpers_with=()):
         self.name = name
+        self.helpers_with = tuple(helpers_with)
         self.summary = summary
         self.needs = tuple(needs)
         self.after = tuple(after)
@@ -83,7 +86,7 @@ STEPS = [
     Step("segmentation", "the reference's segmentation table: the LRASPP sample and FCN/DeepLabV3 on "
          "ResNet50/101 at 512x512, TensorRT (else TensorRT-RTX) FP32/FP16/INT8 beside PyTorch FP32, AMP, .half(), "
          "batch 1; image sizes 128-1024 for FCN-ResNet50", BUILD_NEEDS + ("torch_cuda",), ("sample-model",),
-         seconds=420, floor=120),
+         seconds=420, floor=120, helpers_with=("tensorrt", "tensorrt_rtx")),  # the sample builds engines only
     Step("torch-compile", "torch.compile (FP32) against eager at batch 1, 64, 256; failing when its outputs "
          "disagree with eager (max |diff|, top-1)",
          ("gpu", "torch", "torch_cuda", "torch_compile"), ("sample-model",), seconds=120, floor=60),
@@ -199,9 +202,10 @@ def requirement_reason(key, env):
 
 
 def helpers_of(step, env):
-    """The helper steps ``step`` uses on this machine: its ``after``, except that the segmentation step uses the
-    sample model only to build engines (without TensorRT or TensorRT-RTX it times PyTorch rows alone)."""
-    if step.name == "segmentation" and not (env["modules"].get("tensorrt") or env["modules"].get("tensorrt_rtx")):
+    """The helper steps ``step`` uses on this machine: its ``after``, unless none of its ``helpers_with`` modules is
+    there (the segmentation step uses the sample model only to build engines: without TensorRT or TensorRT-RTX
+    it times PyTorch rows alone)."""
+    if step.helpers_with and not any(env["modules"].get(name) for name in step.helpers_with):
         return ()
     return step.after
 

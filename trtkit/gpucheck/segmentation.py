@@ -16,6 +16,8 @@ Without TensorRT or TensorRT-RTX the PyTorch rows (the reference's PyTorch colum
 import os
 import time
 
+from trtkit.tasks.segmentation import SEGMENTATION
+
 REFERENCE_MODELS = ("fcn_resnet50", "fcn_resnet101", "deeplabv3_resnet50", "deeplabv3_resnet101")
 REFERENCE_SIZE = 512
 SWEEP_SIZES = (128, 256, 512, 1024)
@@ -117,10 +119,10 @@ def step_segmentation(request, save, timing_options, timed, summarize_build, sav
             result["stopped"] = "time budget spent before {}".format(name)
             break
         if name == "sample":
-            source = ModelOptions(task="segmentation", image_sizes=(64, 256))
+            source = ModelOptions(task=SEGMENTATION.name, image_sizes=(64, 256))
             data = "shapes"
         else:
-            source = ModelOptions(checkpoint=random_checkpoint(name, request["work"]), task="segmentation",
+            source = ModelOptions(checkpoint=random_checkpoint(name, request["work"]), task=SEGMENTATION.name,
                                   image_sizes=IMAGE_SIZES)
             data = "shapes"
         options = BuildOptions(source=source, backend=backend, precisions=["fp32", "fp16", "int8"], data=data,

@@ -10,8 +10,8 @@ import os
 
 from trtkit import log
 from trtkit.fileio import cache_dir
+from trtkit.tasks.classification import SAMPLE as SAMPLE_ARCH  # the task names its sample
 
-SAMPLE_ARCH = "resnet18"
 SAMPLE_SIZE = 64
 SAMPLE_EPOCHS = 6
 RECIPE_VERSION = 3  # bump when the recipe changes, so caches retrain (2: trtkit.training loop; 3: its contract)

@@ -27,6 +27,7 @@ auxiliary head is a training aid; ``keep_aux=True`` keeps it as a second output)
 from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
 from trtkit.deps import require
 from trtkit.errors import InputError
+from trtkit.tasks.segmentation import SAMPLE as SEGMENTATION_SAMPLE, SEGMENTATION
 
 # name -> (head, backbone, dilate layer2..4 of a ResNet)
 ARCHITECTURES = {
@@ -38,7 +39,6 @@ ARCHITECTURES = {
     "deeplabv3_resnet50": ("deeplabv3", "resnet50", (False, True, True)),
     "deeplabv3_resnet101": ("deeplabv3", "resnet101", (False, True, True)),
 }
-SEGMENTATION_SAMPLE = "lraspp_mobilenet_v3_large"  # what models.sample trains on the shapes sample
 DEFAULT_CLASSES = 21  # torchvision's default: the 20 Pascal VOC classes and background
 ASPP_RATES = (12, 24, 36)
 BACKBONE_PARTS = ("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4")
@@ -199,7 +199,7 @@ def create_segmentation_model(name, num_classes=DEFAULT_CLASSES, aux=False, inpu
     model = (_lraspp if head == "lraspp" else _resnet_model)(name, num_classes, aux)
     model.trtkit_name = name
     model.num_classes = num_classes
-    model.task = "segmentation"
+    model.task = SEGMENTATION.name
     if contract is None:
         contract = InputContract(size=input_size or 520, mean=IMAGENET_MEAN, std=IMAGENET_STD)
     elif input_size:

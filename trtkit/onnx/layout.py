@@ -21,6 +21,7 @@
   multi-label sigmoids apart; every step then uses that kind's decision rule.
 """
 
+from trtkit import tasks
 from trtkit.deps import require
 from trtkit.data.masks import map_follows
 from trtkit.errors import InputError
@@ -248,41 +249,39 @@ def flatten_output(model):
     return "flattened the output '{}' from {} to (N, {})".format(output.name, _show(dims), dims[1])
 
 
-TASKS = ("classification", "segmentation")
-
-
 def task_of(model):
-    """What the first output says the model does: ``segmentation`` for a [N, C, H, W] map (H or W not 1 or
-    dynamic), ``classification`` for [N, classes] or [N, classes, 1, 1]; None when its rank is unknown."""
+    """The ``trtkit.tasks`` Task the first output says the model does (``tasks.of_shape``: a [N, C, H, W] map
+    whose H or W is not 1 or is dynamic is segmentation, [N, classes] or [N, classes, 1, 1] classification); None
+    when its rank is unknown."""
     if not model.graph.output or not has_shape(model.graph.output[0]):
         return None
-    from trtkit.outputs import task_of_shape
-    return task_of_shape(dims_of(model.graph.output[0]))
+    return tasks.of_shape(dims_of(model.graph.output[0]))
 
 
 def check_task(model, task=None):
-    """The task of ``model``: the detected one, or ``task`` (``--task``) when it agrees with the output's rank;
-    InputError when they contradict (a classifier built as segmentation or the reverse)."""
+    """The Task of ``model``: the detected one, or ``task`` (``--task``, a name or a Task) when it agrees with the
+    output's rank; InputError when they contradict (a classifier built as segmentation or the reverse)."""
     found = task_of(model)
     output = model.graph.output[0] if model.graph.output else None
     if task is None:
-        return found or "classification"
+        return found or tasks.DEFAULT
+    task = tasks.parse(task)
     if found is not None and found != task:
         raise InputError("--task {} does not fit this ONNX: its output '{}' {} is {}".format(
-            task, output.name, _show(dims_of(output)),
-            "a [N, C, H, W] map (segmentation)" if found == "segmentation" else "[N, classes] (classification)"),
-            hint="drop --task (trtkit detects it) or pass the model trained for {}".format(task))
+            task.name, output.name, _show(dims_of(output)), found.output_text),
+            hint="drop --task (trtkit detects it) or pass the model trained for {}".format(task.name))
     return task
 
 
-def output_kind(model, task="classification"):
+def output_kind(model, task=None):
     """The ``trtkit.outputs`` kind name the first output holds, or None when it cannot be told.
 
     The activation that produces it (through Flatten/Reshape/Squeeze/Identity/Cast) and its column count
     decide: Softmax -> probabilities, LogSoftmax -> log-probabilities, Sigmoid -> binary-probability on one
     column, multilabel-probabilities on several; no activation -> binary-logit on one column, logits on
     several (multilabel-logits look the same: only ``--output-kind`` can say so). A column count the graph
-    leaves dynamic cannot be told apart (one column or classes): None.
+    leaves dynamic cannot be told apart (one column or classes): None. ``task`` (a name or a Task; None:
+    classification) says which axis holds the classes and whether sigmoids over it are labels.
     """
     producers = {}
     for node in model.graph.node:
@@ -290,7 +289,8 @@ def output_kind(model, task="classification"):
             producers[out] = node
     output = model.graph.output[0] if model.graph.output else None
     dims = dims_of(output) if output is not None else []
-    axis = 1 if task == "segmentation" and len(dims) > 1 else -1  # a map's classes are its channels
+    task = tasks.of(task)
+    axis = task.class_axis if len(dims) > 1 else -1
     columns = dims[axis] if dims and isinstance(dims[axis], int) else None
     activation, name = None, output.name if output is not None else None
     for _ in range(8):
@@ -306,8 +306,8 @@ def output_kind(model, task="classification"):
     if columns is None:
         return None
     if activation in _SIGMOIDS:
-        if task == "segmentation" and columns != 1:
-            return None  # a sigmoid per channel of a map: overlapping masks, not one class per pixel
+        if not task.multilabel and columns != 1:
+            return None  # e.g. a sigmoid per channel of a map: overlapping masks, not one class per pixel
         return "binary-probability" if columns == 1 else "multilabel-probabilities"
     return "binary-logit" if columns == 1 else "logits"
 

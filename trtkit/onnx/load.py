@@ -28,7 +28,7 @@ still builds FP32 and FP16.
 
 import os
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.deps import require
 from trtkit.errors import InputError, first_line
 from trtkit.fileio import atomic_path
@@ -95,9 +95,9 @@ class OnnxSummary(object):
     ``contract``: the InputContract a trtkit export recorded, else None.
     """
 
-    def __init__(self, model, task="classification"):
+    def __init__(self, model, task=None):
         check_image_input(model)
-        self.task = task
+        self.task = tasks.of(task).name  # the name, as the manifest records it
         inputs = graph_inputs(model)
         self.input_name = inputs[0].name
         self.input_shape = dims_of(inputs[0])
@@ -122,7 +122,7 @@ class OnnxSummary(object):
     @property
     def num_classes(self):
         """The class axis's length: the last of (N, classes), the channels of a (N, C, H, W) segmentation map."""
-        axis = 1 if self.task == "segmentation" else -1
+        axis = tasks.parse(self.task).class_axis
         last = self.output_shape[axis] if len(self.output_shape) > 1 else None
         return last if isinstance(last, int) else None
 
@@ -221,11 +221,11 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
         notes.append("{} two-input Sum node(s) are Add".format(sums))
     model = _with_map_channels(_with_output_shape(norm.infer_shapes(model)))
     task = onnx_layout.check_task(model, task)
-    flattened = onnx_layout.flatten_output(model) if task == "classification" else None
-    if flattened:
-        notes.append(flattened)
-        model = norm.infer_shapes(model)
-    if task == "classification":
+    if task.flat:  # class scores: a pooled [N, C, 1, 1] output becomes [N, C]
+        flattened = onnx_layout.flatten_output(model)
+        if flattened:
+            notes.append(flattened)
+            model = norm.infer_shapes(model)
         check_classifier_output(model)
     summary = OnnxSummary(model, task)
     summary.source_layout, summary.source_dtype = source_layout, source_dtype

@@ -45,16 +45,11 @@ import numpy as np
 
 from trtkit.data.masks import IGNORE_INDEX
 from trtkit.errors import InputError, VerificationFailed
+# the segmentation gates are the task's (trtkit.tasks.segmentation), named here too for this module's readers
+from trtkit.tasks.segmentation import MAX_MIOU_DROP, MIN_MIOU_VS_REFERENCE, MIN_PIXEL_AGREEMENT, \
+    SEGMENTATION  # noqa: F401
 
-# the segmentation gates: pixel agreement per precision (unless --min-agreement sets it) and, with masks, the
-# mIoU points a quantized variant may lose against FP32's
-MIN_PIXEL_AGREEMENT = {"fp16": 0.995, "int8": 0.98, "mixed": 0.98}
-MAX_MIOU_DROP = 0.01
-
-
-# mIoU against FP32's decision maps a variant needs (its second gate), over the classes on at least
-# VISIBLE_SHARE of FP32's pixels
-MIN_MIOU_VS_REFERENCE = {"fp16": 0.99, "int8": 0.97, "mixed": 0.97}
+# mIoU against FP32's decisions (MIN_MIOU_VS_REFERENCE) is over the classes on at least this share of FP32's pixels
 VISIBLE_SHARE = 0.001
 BOOTSTRAP_BYTES = 32 * 2 ** 20  # per kind of replicate matrix (vs FP32, vs masks, FP32 vs masks) and variant
 MIN_REPLICATES = 100            # fewer would fit in BOOTSTRAP_BYTES (thousands of classes): the images' bound
@@ -215,7 +210,7 @@ class DenseComparison(object):
         self._resample("reference_masks", weights, masks, expected, classes, valid)
 
     def result(self):
-        record = {"images": self.images, "task": "segmentation", "decision": self.kind.name, "metric": "miou",
+        record = {"images": self.images, "task": SEGMENTATION.name, "decision": self.kind.name, "metric": "miou",
                   "pixels": self.pixels, "max_abs_diff": self.max_diff,
                   "mean_abs_diff": self.sum_diff / self.elements if self.elements else 0.0,
                   "accuracy": None, "reference_accuracy": None}

@@ -4,11 +4,11 @@ Kept apart from the build loop (``run``) because it is the part with the
 rules in it, which tests and the precision search read on their own: the
 agreement of the variant's decisions with FP32's (per image, or per pixel for
 a segmentation map, at least the precision's threshold: the user's
-``--min-agreement`` or the task's default); for a segmentation map also its
-mIoU against FP32's decision maps (``dense.MIN_MIOU_VS_REFERENCE``: pixel
-agreement alone misses a class on few pixels) and, with masks, the mIoU a
-quantized variant may lose against the masks (``dense.MAX_MIOU_DROP``). A
-verification of nothing fails.
+``--min-agreement`` or the task's default); for a task with those gates (a
+segmentation map: ``tasks.segmentation``) also its mIoU against FP32's
+decision maps (``Task.miou_gates``: pixel agreement alone misses a class on
+few pixels) and, with masks, the mIoU a quantized variant may lose against the
+masks (``Task.max_miou_drop``). A verification of nothing fails.
 
 A gate is judged on the measured figures; one passed on them but not on
 their 95% lower bound (``trtkit.intervals``) is ``ok`` with ``significant``
@@ -21,39 +21,39 @@ precision costs, and it would be "not significant" below 3,840 images that all
 agree; its figures still carry their intervals.
 """
 
-from trtkit import log
+from trtkit import log, tasks
 
 
 def threshold(options, task, precision):
-    """The agreement a variant of ``precision`` needs: the user's, else the task's default."""
-    if precision not in options.min_agreement_given and task == "segmentation":
-        from trtkit.pipeline.dense import MIN_PIXEL_AGREEMENT
-        return MIN_PIXEL_AGREEMENT.get(precision, options.min_agreement[precision])
+    """The agreement a variant of ``precision`` needs: the user's, else the task's own default
+    (``Task.min_agreement``: a segmentation map's pixel agreement), else the options' default."""
+    own = tasks.of(task).min_agreement
+    if precision not in options.min_agreement_given and precision in own:
+        return own[precision]
     return options.min_agreement[precision]
 
 
 def miou_threshold(options, task, precision):
-    """The mIoU against FP32's decision maps a segmentation variant of ``precision`` needs: the user's
-    ``--min-agreement`` for it when given (it sets both figures), else ``dense.MIN_MIOU_VS_REFERENCE``; None
-    for a classifier or a precision without that gate (FP32, the reference)."""
-    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
-    if task != "segmentation" or precision not in MIN_MIOU_VS_REFERENCE:
+    """The mIoU against FP32's decision maps a variant of ``precision`` needs: the user's ``--min-agreement``
+    for it when given (it sets both figures), else the task's (``Task.miou_gates``); None for a task without
+    that gate (a classifier) or a precision without it (FP32, the reference)."""
+    gates = tasks.of(task).miou_gates
+    if precision not in gates:
         return None
     if precision in options.min_agreement_given:
         return options.min_agreement[precision]
-    return MIN_MIOU_VS_REFERENCE[precision]
+    return gates[precision]
 
 
 def judge(record, needed, miou_needed=None):
-    """Set ``status`` (ok/failing), ``status_detail``, ``min_agreement`` and, for a segmentation map,
-    ``min_miou_vs_reference`` (``miou_needed``, default ``dense.MIN_MIOU_VS_REFERENCE``) of a verified
-    artifact record, and warn when it fails."""
-    from trtkit.pipeline.dense import MIN_MIOU_VS_REFERENCE
+    """Set ``status`` (ok/failing), ``status_detail``, ``min_agreement`` and, for a task with mIoU gates (a
+    segmentation map), ``min_miou_vs_reference`` (``miou_needed``, default the task's ``miou_gates``) of a
+    verified artifact record, and warn when it fails."""
     agreement = record["verify"]["top1_agreement"]
     record["min_agreement"] = needed
-    if record["verify"].get("task") == "segmentation":
-        record["min_miou_vs_reference"] = miou_needed if miou_needed is not None else \
-            MIN_MIOU_VS_REFERENCE.get(record["precision"])
+    gates = tasks.of(record["verify"].get("task")).miou_gates
+    if gates:
+        record["min_miou_vs_reference"] = miou_needed if miou_needed is not None else gates.get(record["precision"])
     short_of_miou = miou_vs_reference_short(record)
     if agreement is None:
         record["status"] = "failing"
@@ -100,22 +100,23 @@ def not_significant(record, needed):
 
 
 def miou_drop(record):
-    """The mIoU a quantized segmentation variant loses against FP32 on the masks, when over the gate's limit."""
-    from trtkit.pipeline.dense import MAX_MIOU_DROP
+    """The mIoU a quantized segmentation variant loses against FP32 on the masks, when over the task's limit
+    (``Task.max_miou_drop``)."""
     from trtkit.precision.types import Precision
     verify = record["verify"]
-    if verify.get("task") != "segmentation" or verify.get("miou") is None or verify.get("reference_miou") is None \
+    limit = tasks.of(verify.get("task")).max_miou_drop
+    if limit is None or verify.get("miou") is None or verify.get("reference_miou") is None \
             or not Precision.parse(record["precision"]).quantized:
         return None
     drop = verify["reference_miou"] - verify["miou"]
-    return drop if drop > MAX_MIOU_DROP + 1e-12 else None
+    return drop if drop > limit + 1e-12 else None
 
 
 def miou_vs_reference_short(record):
     """Why a segmentation variant's mIoU against FP32's decisions is below its gate
     (``record["min_miou_vs_reference"]``), or None."""
     verify, needed = record["verify"], record.get("min_miou_vs_reference")
-    if verify.get("task") != "segmentation" or needed is None or verify.get("miou_vs_reference") is None \
+    if not tasks.of(verify.get("task")).miou_gates or needed is None or verify.get("miou_vs_reference") is None \
             or verify["miou_vs_reference"] >= needed:
         return None
     return "mIoU against FP32's decisions {:.2%} is below {:g}% (pixel agreement {:.2%}: a class on few pixels " \
@@ -123,11 +124,11 @@ def miou_vs_reference_short(record):
 
 
 def agreement_name(verification):
-    """What the agreement counts: pixels of a segmentation map, the top-1 class, or the model's decisions."""
+    """What the agreement counts (``Task.agreement_name``): pixels of a segmentation map, the top-1 class, or the
+    model's decisions."""
     from trtkit.outputs import OutputKind
-    if verification.get("task") == "segmentation":
-        return "pixel"
-    return "top-1" if OutputKind.parse(verification.get("decision") or "logits").single_label else "decision"
+    kind = OutputKind.parse(verification.get("decision") or "logits")
+    return tasks.of(verification.get("task")).agreement_name(kind)
 
 
 def advice(precision):

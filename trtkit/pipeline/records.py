@@ -213,5 +213,7 @@ class Manifest(Record):
 
     @property
     def task(self):
-        """What the model does: ``classification`` (also for manifests that predate the task) or ``segmentation``."""
-        return (self.model or {}).get("task") or "classification"
+        """What the model does, as the manifest names it (``trtkit.tasks``): ``classification`` (also for manifests
+        that predate the task) or ``segmentation``."""
+        from trtkit import tasks
+        return tasks.of((self.model or {}).get("task")).name

@@ -16,7 +16,7 @@ Variants (FP32, FP16, INT8, mixed) come from the one recipe,
 import os
 import time
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.backends.base import BuildInputs
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
 from trtkit.errors import DeviceUnavailable, InputError
@@ -48,11 +48,10 @@ class _Build(object):
 
 
 def _data_source(data, info):
-    """The data to calibrate and verify on: ``data``, but the default ('sample', the digits) means the shapes
-    sample (``data.shapes``, with masks) for the segmentation sample model."""
-    if data == "sample" and info.get("source") == "sample" and info.get("task") == "segmentation":
-        from trtkit.data.sources import SHAPES
-        return SHAPES
+    """The data to calibrate and verify on: ``data``, but the default ('sample', the digits) means the sample
+    model's own (``Task.sample_data``: the shapes sample, with masks, for the segmentation sample model)."""
+    if data == "sample" and info.get("source") == "sample":
+        return tasks.of(info.get("task")).sample_data
     return data
 
 
@@ -74,24 +73,15 @@ def _select_verify_data(state):
     state.first_images = next(iter(selection.batches(options.batch_size)))[0]
     names = selection.class_names
     num_classes = state.source.num_classes
-    labels = selection.labels is not None
-    dense = state.source.info.get("task") == "segmentation"
-    if labels and names is not None and num_classes is not None and len(names) != num_classes:
-        if not dense:  # a segmentation model's labels are masks, said below
-            log.info("data has {} classes, the model {}: accuracy is not reported, agreement is".format(
-                len(names), num_classes))
-        labels = False
+    task = tasks.of(state.source.info.get("task"))
+    labels = task.usable_labels(selection, num_classes, state.data)  # class labels, or masks
     if contract.class_names is None and names is not None and (num_classes is None or len(names) == num_classes):
         contract.class_names = list(names)
         state.source.info["input"] = contract.to_dict()
-    if dense:  # masks are its labels; a folder's are per image
-        labels = selection.masks is not None
-        if not labels:
-            log.info("{} has no masks (images/ + masks/ with the same names): verification reports pixel "
-                     "agreement with FP32, not mIoU against ground truth".format(state.data))
-        if contract.class_names is not None and num_classes is not None and len(contract.class_names) != num_classes:
-            contract.class_names = None
-            state.source.info["input"] = contract.to_dict()
+    if task.dense and contract.class_names is not None and num_classes is not None and \
+            len(contract.class_names) != num_classes:  # a map's class names are its channels'
+        contract.class_names = None
+        state.source.info["input"] = contract.to_dict()
     state.labels_usable = labels
     return {"source": state.data, "identity": selection.identity, "split": selection.split,
             "images": len(selection), "labels": labels, "plan": state.plan.to_dict()}
@@ -234,13 +224,9 @@ def _not_run(record, status, detail, note):
 
 
 def _comparison(info):
-    """The streamed comparison for the model's task: per image (``verify.Comparison``) or per pixel
-    (``dense.DenseComparison``), by the output kind's decision rule."""
-    if info.get("task") == "segmentation":
-        from trtkit.pipeline.dense import DenseComparison
-        return DenseComparison(info.get("output_kind"))
-    from trtkit.pipeline.verify import Comparison
-    return Comparison(info.get("output_kind"))
+    """The streamed comparison for the model's task (``Task.comparison_for``: per image, ``verify.Comparison``, or
+    per pixel, ``dense.DenseComparison``), by the output kind's decision rule."""
+    return tasks.of(info.get("task")).comparison_for(info.get("output_kind"))
 
 
 def _time_all(state, records, runners):
@@ -381,8 +367,8 @@ def _select(state, manifest, search):
     metric, warning = budget_metric(state.labels_usable, reference_accuracy, state.source.num_classes)
     if warning:
         log.warn("auto: " + warning)
-    dense = manifest.get("model", {}).get("task") == "segmentation"
-    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric, metric_label(metric, dense),
+    task = manifest.get("model", {}).get("task")
+    selection = choose(manifest["artifacts"], state.options.search.max_drop, metric, metric_label(metric, task),
                        state.options.search.budget_rule)
     manifest["selection"] = selection
     search = dict(search)

@@ -13,7 +13,7 @@ import hashlib
 import os
 import re
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContract, parse_image_sizes, parse_size, \
     resolve
 from trtkit.deps import require
@@ -67,20 +67,19 @@ class ModelOptions(Options):
             raise InputError("unknown exporter '{}'".format(exporter), hint="use one of " + ", ".join(EXPORTERS))
         if num_classes is not None and int(num_classes) < 1:
             raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
-        from trtkit.onnx.layout import TASKS
-        if task is not None and task not in TASKS:
-            raise InputError("unknown task '{}'".format(task), hint="use one of " + ", ".join(TASKS))
-        self.task = task
-        from trtkit.models.segmentation import SEGMENTATION_SAMPLE, is_segmentation_name
-        if model and not onnx and not is_segmentation_name(model):
+        self.task = tasks.parse(task).name if task is not None else None  # an alias is kept as the task's name
+        named = tasks.of_model_name(model) if model and not onnx else None  # the task whose architecture it is
+        if model and not onnx and named is None:
             from trtkit.models.classifiers import check_model_name
             check_model_name(model)
-            if not checkpoint and model != "resnet18":
-                raise InputError("--model {} needs --checkpoint (only the resnet18 sample model is built in)".format(
-                    model), hint="pass --checkpoint FILE, or drop --model to use the sample model")
-        if model and not onnx and not checkpoint and is_segmentation_name(model) and model != SEGMENTATION_SAMPLE:
-            raise InputError("--model {} needs --checkpoint (the segmentation sample is {})".format(
-                model, SEGMENTATION_SAMPLE), hint="pass --checkpoint FILE, or --task segmentation with no model")
+            if not checkpoint and model != tasks.DEFAULT.sample_name:
+                raise InputError("--model {} needs --checkpoint (only the {} sample model is built in)".format(
+                    model, tasks.DEFAULT.sample_name),
+                    hint="pass --checkpoint FILE, or drop --model to use the sample model")
+        if named is not None and not checkpoint and model != named.sample_name:
+            raise InputError("--model {} needs --checkpoint ({} is {})".format(
+                model, named.sample_title, named.sample_name),
+                hint="pass --checkpoint FILE, or --task {} with no model".format(named.name))
         self.model = model
         self.checkpoint = checkpoint
         self.onnx = onnx
@@ -134,7 +133,7 @@ class ModelOptions(Options):
               help="image sizes the artifacts must run at besides --input-size, e.g. 128,1024: the export gets "
                    "dynamic height and width, TensorRT engines a profile from MIN to MAX (optimized at the input "
                    "size), and 'trtkit bench --image-sizes' can sweep them (default: the input size only)"),
-        Field("task", choices=["classification", "segmentation"],
+        Field("task", choices=list(tasks.names()),
               help="what the model does (default: read from its output: [N, classes] is classification, a "
                    "[N, C, H, W] map of class scores or a one-channel [N, 1, H, W] logit/probability map is "
                    "segmentation, verified per pixel: pixel agreement and mIoU)"),
@@ -231,7 +230,7 @@ def read_exported_kind(info, options, onnx_path):
     serve and the Triton config applied a second softmax (a face at 99.84% shown at 73%)."""
     from trtkit.onnx.layout import output_kind
     from trtkit.outputs import OutputKind
-    found = output_kind(require("onnx").load(onnx_path), info.get("task") or "classification")
+    found = output_kind(require("onnx").load(onnx_path), info.get("task"))
     if options.output_kind is not None:
         _check_override(options.output_kind, found, "of the exported module", info.setdefault("notes", []))
         return
@@ -282,28 +281,20 @@ def _onnx_stem(path):
 
 def _torch_source(options):
     from trtkit.fileio import sha256_file
-    from trtkit.models.segmentation import is_segmentation_name
     if options.checkpoint:
         model = _checkpoint_model(options)
         kind, path = "checkpoint", options.checkpoint
-    elif options.task == "segmentation" or (options.model and is_segmentation_name(options.model)):
-        from trtkit.models.sample import sample_segmentation_model
-        model, path, _ = sample_segmentation_model()
-        model = deployable_model(model)
+    else:  # the sample of the task --model's architecture is of, else of --task
+        sample = (tasks.of_model_name(options.model) if options.model else None) or tasks.of(options.task)
+        model, path = sample.sample_model()
         kind = "sample"
         if options.num_classes is not None and options.num_classes != model.num_classes:
-            raise InputError("the segmentation sample has {} classes, not {}".format(
-                model.num_classes, options.num_classes), hint="pass --checkpoint for your own model")
-    else:
-        from trtkit.models.sample import sample_model
-        model, path, _ = sample_model()
-        kind = "sample"
-        if options.num_classes is not None and options.num_classes != model.num_classes:
-            raise InputError("the sample model has {} classes, not {}".format(model.num_classes, options.num_classes),
+            raise InputError("{} has {} classes, not {}".format(sample.sample_title, model.num_classes,
+                                                                options.num_classes),
                              hint="pass --checkpoint for your own model")
     model.input_contract = contract = resolve(model.input_contract, options.input_overrides(), TORCH_INPUT,
                                               what=model.trtkit_name)
-    task = getattr(model, "task", "classification")
+    task = getattr(model, "task", None) or tasks.DEFAULT.name
     # a one-logit head is binary, as the module path reads it (measured: an EfficientNet-B0 checkpoint with a
     # one-logit head was refused on the command line and took 1 class with --output-kind binary-logit)
     output_kind = _output_kind(options.output_kind or ("binary-logit" if model.num_classes == 1 else "logits"),
@@ -324,14 +315,16 @@ def _checkpoint_model(options):
     ``--task segmentation`` / a segmentation ``--model`` says so), else a classifier; a checkpoint of the other
     task than ``--task`` asks for is refused in one line."""
     from trtkit.models.classifiers import load_model, read_checkpoint
-    from trtkit.models.segmentation import infer_segmentation_layout, is_segmentation_name, load_segmentation_model
+    from trtkit.models.segmentation import infer_segmentation_layout, load_segmentation_model
     state, meta = read_checkpoint(options.checkpoint)
     layout = infer_segmentation_layout(state)
-    asked = options.task or ("segmentation" if options.model and is_segmentation_name(options.model) else None)
-    if asked == "classification" and layout:
+    found = tasks.SEGMENTATION if layout else tasks.CLASSIFICATION  # what the state_dict's layout is of
+    asked = tasks.parse(options.task) if options.task else \
+        tasks.of_model_name(options.model) if options.model else None
+    if asked is not None and asked != found and layout:
         raise ModelMismatch("{} is a {} segmentation checkpoint, not a classifier".format(
-            options.checkpoint, layout[0]), hint="drop --task classification (or pass a classifier checkpoint)")
-    if asked == "segmentation" and not layout:
+            options.checkpoint, layout[0]), hint="drop --task {} (or pass a classifier checkpoint)".format(asked.name))
+    if asked is not None and asked != found:  # asked for a segmentation model, the state_dict is no such layout
         raise ModelMismatch("{} is not a segmentation checkpoint (no backbone.* and classifier.* of an FCN or "
                             "DeepLabV3)".format(options.checkpoint),
                             hint="drop --task segmentation for a classifier, or pass --onnx for other models")
@@ -386,17 +379,15 @@ def _module_source(options):
             list(out.shape), contract.height, contract.width, [out.shape[0], out.shape[3], out.shape[1],
                                                                 out.shape[2]]))
         module, out = channels_first(module), out.permute(0, 3, 1, 2)
-    task = "segmentation" if hasattr(out, "shape") and out.dim() == 4 and tuple(out.shape[2:]) != (1, 1) else \
-        "classification"
-    if not hasattr(out, "shape") or (out.dim() != 2 and task == "classification"):
+    task = tasks.of_shape(list(out.shape)) if hasattr(out, "shape") else None
+    if task is None or (task.flat and out.dim() != 2):  # a module's class scores are [N, classes]
         raise InputError("the module's output is {}; trtkit builds classifiers with [N, classes] outputs and "
                          "segmentation models with [N, C, H, W] maps".format(
                              tuple(out.shape) if hasattr(out, "shape") else type(out).__name__),
                          hint="return class scores or a map (a tensor, or a dict with 'out')")
-    if options.task is not None and options.task != task:
+    if options.task is not None and tasks.parse(options.task) != task:
         raise InputError("--task {} does not fit the module: its output {} is {}".format(
-            options.task, tuple(out.shape), "a map (segmentation)" if task == "segmentation" else "class scores"),
-            hint="drop --task: trtkit detects it")
+            options.task, tuple(out.shape), task.output_text), hint="drop --task: trtkit detects it")
     kind = _output_kind(options.output_kind or ("binary-logit" if out.shape[1] == 1 else "logits"),
                         int(out.shape[1]), "the module's output", options.threshold)
     num_classes = kind.classes(int(out.shape[1]))
@@ -410,5 +401,5 @@ def _module_source(options):
     info = {"name": name, "source": "module", "class": given,
             "checkpoint": os.path.abspath(options.checkpoint) if options.checkpoint else None,
             "sha256": digest.hexdigest(), "num_classes": num_classes, "input": contract.to_dict(),
-            "output_kind": kind.name, "task": task}
+            "output_kind": kind.name, "task": task.name}
     return ModelSource(name, contract, info, torch_model=module, num_classes=num_classes)

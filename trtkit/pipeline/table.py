@@ -1,23 +1,25 @@
 """The build's table, as ``trtkit build`` prints it: one row per artifact of a manifest."""
 
+from trtkit import tasks
 from trtkit.fileio import human_bytes
 from trtkit.intervals import format_low, format_range
 
 
 def format_table(manifest):
     """The build table: variant, backend, size, agreement, accuracy, max |diff|, throughput, status (for a
-    segmentation model: pixel agreement, mIoU against FP32's decisions, mIoU against the masks). Agreements
+    segmentation model: pixel agreement, mIoU against FP32's decisions, mIoU against the masks: the task's
+    ``agreement_columns`` and ``accuracy_name``). Agreements
     carry their 95% lower bound, accuracies their 95% interval (``trtkit.intervals``); a gate passed on the
     measured figure but not on its bound is ``ok*``, explained under the table."""
-    dense = manifest.get("model", {}).get("task") == "segmentation"
-    metric = "mIoU" if dense else "accuracy"
-    agreements = ["pixel agree", "mIoU vs FP32"] if dense else ["top-1 agree"]
+    task = tasks.of(manifest.get("model", {}).get("task"))
+    metric = task.accuracy_name
+    agreements = [header for header, _ in task.agreement_columns]
+    figures = [field for _, field in task.agreement_columns]
     header = ["variant", "backend", "size"] + agreements + [metric, "max |diff|", "img/s", "status"]
     rows = []
     for a in manifest["artifacts"]:
         v = a.get("verify") or {}
         bounds = v.get("intervals") or {}
-        figures = ["pixel_agreement", "miou_vs_reference"] if dense else ["top1_agreement"]
         rows.append([a["name"], a["backend"], human_bytes(a["bytes"])] + [
             format_low(v.get(f), bounds.get(f)) for f in figures] + [
             format_range(v.get("accuracy"), bounds.get("accuracy")),

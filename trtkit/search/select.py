@@ -25,7 +25,7 @@ accuracy. Then the budget rests on agreement with FP32 instead, with a warning
 (``budget_metric``).
 """
 
-from trtkit import log
+from trtkit import log, tasks
 from trtkit.errors import InputError
 from trtkit.intervals import CONFIDENCE
 from trtkit.precision.types import is_quantized
@@ -97,12 +97,11 @@ def budget_metric(labelled, reference_accuracy, num_classes):
     return "accuracy", None
 
 
-def metric_label(metric, dense=False):
-    """How ``metric`` reads in logs and reports: on a segmentation model "accuracy" is the mIoU against the
-    masks and "agreement" the lower of pixel agreement and mIoU against FP32's decisions."""
-    if dense:
-        return {"accuracy": "mIoU", "agreement": "agreement (pixels, mIoU vs FP32)"}.get(metric, metric)
-    return {"accuracy": "top-1 accuracy", "agreement": "top-1 agreement"}.get(metric, metric)
+def metric_label(metric, task=None):
+    """How ``metric`` reads in logs and reports for a model of ``task`` (a name or a Task; None: classification):
+    the task's ``metric_label`` (on a segmentation model "accuracy" is the mIoU against the masks and "agreement"
+    the lower of pixel agreement and mIoU against FP32's decisions)."""
+    return tasks.of(task).metric_label(metric)
 
 
 # Candidates within this fraction of the fastest one's img/s are a tie: their interleaved medians differ by

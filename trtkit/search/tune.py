@@ -11,6 +11,7 @@ build's verification pass.
 
 import numpy as np
 
+from trtkit import tasks
 from trtkit.deps import require
 
 TUNE_SEED = 1  # the calibration images use seed 0
@@ -57,10 +58,9 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
     if selection is None:
         selection = select(source, contract, split="train", limit=count, seed=TUNE_SEED)
     imageset = selection.load(progress=False)
-    labels = imageset.labels
-    if task == "segmentation":
-        if labels is not None and labels.ndim != 3:  # a folder's per-image labels are no masks
-            labels = None
+    task = tasks.of(task)
+    labels = task.labels_of(imageset.labels)  # class labels, or masks (a folder's per-image labels are none)
+    if task.dense:
         tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True)
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
         return tune
