@@ -89,3 +89,12 @@ def test_fp32_math_is_set_for_the_block_and_restored():
     with fp32_math(torch, TF32):
         assert current(torch) == {"convolutions": TF32, "matmul": TF32}
     assert current(torch) == before
+
+
+def test_sgd_learning_rate_follows_the_linear_scaling_rule_unless_given():
+    """0.1 per 256 images of batch (Goyal et al.): the old fixed 0.05 was twice that at the default batch 64."""
+    from trtkit.training.config import TrainConfig
+    assert TrainConfig().base_lr == pytest.approx(0.025)  # batch 64
+    assert TrainConfig(batch_size=512).base_lr == pytest.approx(0.2)
+    assert TrainConfig(batch_size=128, lr=0.3).base_lr == 0.3
+    assert TrainConfig(batch_size=512, optimizer="adamw").base_lr == pytest.approx(1e-3)

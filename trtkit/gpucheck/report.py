@@ -187,7 +187,9 @@ def markdown_report(record):
     lines += ["", "## Training speed by precision mode", ""] + _training_section(steps.get("training"))
     segmentation = steps.get("segmentation") or {}
     lines += ["", "## Segmentation, as the reference benchmark measures it", ""] + (
-        ["{} engines; FCN/DeepLabV3 have seeded random weights (no download): their agreement only shows every "
-         "precision runs.".format(segmentation.get("backend")), "", segmentation["table"]]
+        ["{}; FCN/DeepLabV3 have seeded random weights (no download): their agreement only shows every "
+         "precision runs.".format("{} engines".format(segmentation["backend"]) if segmentation.get("backend")
+                                  else segmentation.get("reason") or "PyTorch rows only"),
+         "", segmentation["table"]]
         if segmentation.get("table") else ["Not run."])
     return "\n".join(lines) + "\n"

@@ -7,6 +7,7 @@ same steps as an uninterrupted one whatever the command line says.
 from trtkit.errors import InputError
 
 OPTIMIZERS = ("sgd", "adamw")
+SGD_LR_PER_256 = 0.1  # SGD's peak learning rate per 256 images of batch (``TrainConfig.base_lr``)
 
 DEFAULTS = {
     "model": "resnet18", "stem": None, "input_size": None, "data": "sample", "limit": None,
@@ -49,9 +50,14 @@ class TrainConfig(object):
 
     @property
     def base_lr(self):
+        """The peak learning rate: ``--lr``, else for SGD 0.1 per 256 images of batch (Goyal et al. 2017,
+        "Accurate, Large Minibatch SGD": the linear scaling rule, with the gradual warm-up ``warmup`` gives and
+        the zero-initialised residual branches ``runner.zero_init_residuals`` sets, the recipe they trained
+        ResNet-50 with from batch 256 to 8k), for AdamW 0.001. Was 0.05 at any batch: twice the rule at the
+        default batch of 64, half of it at 512."""
         if self.lr is not None:
             return float(self.lr)
-        return 0.05 if self.optimizer == "sgd" else 1e-3
+        return SGD_LR_PER_256 * self.batch_size / 256.0 if self.optimizer == "sgd" else 1e-3
 
     @property
     def use_flip(self):
