@@ -67,8 +67,9 @@ def sync(torch, device):
         torch.cuda.synchronize()
 
 
-def anchor(torch, name, mode, size, batch, device, channels_last, warmup, steps):
-    """(images/s, peak MB after warm-up) of plain PyTorch training steps on one batch kept on the device."""
+def anchor(torch, name, mode, size, batch, device, channels_last, warmup, steps, fused=False):
+    """(images/s, peak MB after warm-up) of plain PyTorch training steps on one batch kept on the device;
+    ``fused``: with PyTorch's fused SGD (as trtkit's loop uses on a GPU) instead of its default."""
     from trtkit.training.config import TrainConfig
     from trtkit.training.fp32math import fp32_math
     from trtkit.training.modes import Precision, copy_all  # copy_all: torch._foreach_copy_ where it casts
@@ -90,7 +91,7 @@ def anchor(torch, name, mode, size, batch, device, channels_last, warmup, steps)
     else:
         params = list(model.parameters())
     optimizer = torch.optim.SGD(params, lr=0.01, momentum=config.momentum, weight_decay=config.weight_decay,
-                                nesterov=True)
+                                nesterov=True, **({"fused": True} if fused else {}))
     x = torch.randn(batch, 3, size, size, device=device)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
@@ -242,6 +243,10 @@ def main(argv=None):
     parser.add_argument("--host-rows", default="amp" if cuda else "",
                         help="modes timed again with the training set in host memory, copied ahead from pinned "
                              "buffers (the path for sets that do not fit on the GPU); default on a GPU: amp")
+    parser.add_argument("--anchor-optimizer", default="default", choices=["default", "fused"],
+                        help="the anchor's SGD: PyTorch's default (the anchor the goal was set against; with loss "
+                             "scaling it waits for the GPU at every step) or fused, as trtkit's loop on a GPU, "
+                             "to compare the loops alone")
     parser.add_argument("--channels-last", action="store_true", default=None,
                         help="NHWC memory format (default: on a GPU)")
     parser.add_argument("--device", default="cuda" if cuda else "cpu")
@@ -257,11 +262,11 @@ def main(argv=None):
     stem = os.path.join(folder, "train_speed-{}-{}-b{}".format(args.models.replace(",", "_"), size, batch))
     header = ("# Training speed: trtkit's loop against plain PyTorch\n\n{}; torch {}\n\n`python benchmarks/"
               "train_speed.py {}`, {}x{}, batch {}, {}; trtkit: {} batches per epoch, {} epochs, the first left "
-              "out; anchor: {} steps after 8 of warm-up, CUDA events on a GPU. Peak memory after the warm-up "
+              "out; anchor: {} steps after 8 of warm-up, CUDA events on a GPU, SGD {}. Peak memory after the warm-up "
               "(cudnn's algorithm search excluded); trtkit's includes its training set where that is on the GPU."
               "\n\n".format(describe(record), torch.__version__, " ".join(argv if argv is not None else sys.argv[1:]),
                             size, size, batch, "channels_last" if channels_last else "NCHW", args.steps, args.epochs,
-                            args.anchor_steps))
+                            args.anchor_steps, args.anchor_optimizer))
 
     def save(rows, paths=None):
         """Write the results so far (after every row: a run stopped at its time limit keeps them)."""
@@ -291,11 +296,12 @@ def main(argv=None):
                 continue
             from trtkit.training.modes import Precision
             math = Precision(mode, args.device).describe()
-            before = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps)
+            fused = args.anchor_optimizer == "fused" and cuda
+            before = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps, fused)
             placements = ["auto"] + (["host"] if mode in args.host_rows.split(",") else [])
             timed = [trtkit_loop(torch, name, mode, size, batch, args.device, channels_last, args.steps, args.epochs,
                                  placement) for placement in placements]
-            after = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps)
+            after = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps, fused)
             a_ips, a_peak = (before[0] + after[0]) / 2.0, max(before[1], after[1]) if cuda else None
             for placement, (t_ips, t_peak, kept) in zip(placements, timed):
                 label = mode if placement == "auto" else "{} (host)".format(mode)

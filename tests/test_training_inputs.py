@@ -25,8 +25,8 @@ def test_pixels_are_kept_as_the_exact_uint8_they_were(contract):
     rng = np.random.RandomState(0)
     pixels = rng.randint(0, 256, size=(40, contract.channels, 8, 8))
     images = normalized(pixels, contract)
-    store, scale, shift = encode(images, contract)
-    assert store.dtype == np.uint8 and np.array_equal(store.transpose(0, 3, 1, 2), pixels)
+    store, layout, scale, shift = encode(images, contract)
+    assert layout == "nhwc" and store.dtype == np.uint8 and np.array_equal(store.transpose(0, 3, 1, 2), pixels)
     decoded = store.transpose(0, 3, 1, 2) * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
     assert np.abs(decoded - images).max() < 1e-5
 
@@ -35,10 +35,12 @@ def test_floats_that_are_not_pixels_stay_float32_unchanged():
     contract = InputContract(size=8)
     images = normalized(np.random.RandomState(1).randint(0, 256, size=(30, 3, 8, 8)), contract)
     images[17, 1, 2, 3] += 0.01  # one value between two pixels: the whole set stays float
-    store, scale, shift = encode(images, contract)
-    assert store.dtype == np.float32 and np.array_equal(store.transpose(0, 3, 1, 2), images)
+    store, layout, scale, shift = encode(images, contract)
+    assert layout == "nchw" and store is images  # kept as it is: no second copy of the training set
     assert np.all(scale == 1) and np.all(shift == 0)
-    assert encode(images[:16], None)[0].dtype == np.float32  # no contract: no guess
+    assert encode(images[:16], None)[1] == "nchw"  # no contract: no guess
+    padded = InputContract(size=8, resize="pad")  # zeros after normalization are no pixel
+    assert encode(np.zeros((2, 3, 8, 8), np.float32), padded)[1] == "nchw"
 
 
 def reference(images, order, offsets, flips, pad):
@@ -132,3 +134,32 @@ def test_the_half_recipe_hands_gradients_over_and_back_in_multi_tensor_copies():
         precision.after_step()
         assert all(torch.equal(p.float(), m.half().float()) for p, m in precision._pairs)
         assert all(p.dtype == torch.float32 for p in params)
+
+
+def test_a_saved_optimizer_loads_as_this_devices_optimizer_is_fused_or_not():
+    """A checkpoint written with an unfused AdamW (a CPU run, an older trtkit) resumed by a fused one: torch puts
+    a loaded ``step`` where the saved groups' flag says, so the flag is this run's before loading."""
+    from trtkit.training.loop import this_devices_optimizer_state
+    w = torch.nn.Parameter(torch.ones(3))
+    before = torch.optim.AdamW([w], lr=0.1)
+    w.sum().backward()
+    before.step()
+    try:
+        fused = torch.optim.AdamW([w], lr=0.1, fused=True)
+    except (RuntimeError, TypeError) as exc:
+        pytest.skip("this torch has no fused AdamW on a CPU: {}".format(exc))
+    saved = before.state_dict()
+    fused.load_state_dict(this_devices_optimizer_state(fused, saved))
+    assert fused.param_groups[0]["fused"] is True and saved["param_groups"][0]["fused"] is not True
+    assert fused.state[w]["step"].dtype == torch.float32  # placed for the fused kernel, not as a CPU scalar
+    fused.step()  # runs
+
+
+def test_a_checkpoint_of_the_former_format_keeps_its_learning_rate_and_says_why_it_drifts(capsys):
+    from trtkit.training.config import TrainConfig
+    from trtkit.training.runner import older_run
+    config = TrainConfig(batch_size=256)
+    assert older_run(config, 1, "old.pt").base_lr == 0.05  # format 1's default, not 0.1 at batch 256
+    assert "older trtkit" in capsys.readouterr().err
+    assert older_run(config, 2, "new.pt") is config
+    assert older_run(TrainConfig(lr=0.3), 1, "old.pt").base_lr == 0.3

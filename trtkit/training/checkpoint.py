@@ -18,7 +18,7 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 
-FORMAT = 1
+FORMAT = 2  # 2: augmentation drawn once per epoch; SGD's default learning rate scaled with the batch
 
 
 def numpy_rng_state(rng):

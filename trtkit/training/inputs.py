@@ -44,24 +44,33 @@ def pixel_affine(contract):
 
 
 def encode(images, contract=None):
-    """(store NHWC, scale, shift): ``images`` (float32 NCHW) as uint8 pixels when every value is one under
-    ``contract``'s normalization, else as float32 with the identity (scale 1, shift 0)."""
+    """(store, layout, scale, shift): ``images`` (float32 NCHW) as uint8 NHWC pixels when every value is one
+    under ``contract``'s normalization; else the float32 array itself (no copy: the caller keeps it anyway),
+    layout "nchw", with the identity (scale 1, shift 0). Checked and converted chunk by chunk; a resize that pads after normalization (``pad``, ``height``) gives floats that are
+    no pixel, and so the float path."""
     channels = images.shape[1]
-    identity = (np.ones(channels, np.float32), np.zeros(channels, np.float32))
     if contract is not None and len(contract.std) == channels:
         scale, shift = pixel_affine(contract)
-        store = np.empty((images.shape[0],) + tuple(images.shape[2:]) + (channels,), np.uint8)
         step = max(1, ENCODE_VALUES // max(1, int(np.prod(images.shape[1:]))))
+        # np.empty commits no memory until written: a set that fails early has cost a chunk, not a copy
+        store = np.empty((images.shape[0],) + tuple(images.shape[2:]) + (channels,), np.uint8)
         for start in range(0, images.shape[0], step):
-            pixels = (images[start:start + step] - shift.reshape(1, -1, 1, 1)) / scale.reshape(1, -1, 1, 1)
-            rounded = np.rint(pixels)
-            if not (np.abs(pixels - rounded).max(initial=0) < EXACT and rounded.min(initial=0) >= 0
-                    and rounded.max(initial=0) <= 255):
+            pixels = _pixels(images[start:start + step], scale, shift)
+            if pixels is None:
                 break
-            store[start:start + step] = rounded.transpose(0, 2, 3, 1)
+            store[start:start + step] = pixels.transpose(0, 2, 3, 1)
         else:
-            return store, scale, shift
-    return np.ascontiguousarray(images.transpose(0, 2, 3, 1)), identity[0], identity[1]
+            return store, "nhwc", scale, shift
+    return images, "nchw", np.ones(channels, np.float32), np.zeros(channels, np.float32)
+
+
+def _pixels(chunk, scale, shift):
+    """The uint8 pixels (NCHW) ``chunk`` is made of under (scale, shift), or None when a value is not one."""
+    pixels = (chunk - shift.reshape(1, -1, 1, 1)) / scale.reshape(1, -1, 1, 1)
+    rounded = np.rint(pixels)
+    if not (np.all(np.abs(pixels - rounded) < EXACT) and rounded.min() >= 0 and rounded.max() <= 255):
+        return None  # NaN fails the first test too
+    return rounded.astype(np.uint8)
 
 
 def check_placement(placement):
@@ -94,8 +103,11 @@ class BatchSource(object):
     def __init__(self, images, labels, device, contract=None, placement="auto", pad=0, flip=False,
                  channels_last=False):
         self.torch = torch = require("torch", "training")
-        store, scale, shift = encode(images, contract)
-        self.count, self.height, self.width, self.channels = store.shape
+        store, self.layout, scale, shift = encode(images, contract)
+        if self.layout == "nhwc":
+            self.count, self.height, self.width, self.channels = store.shape
+        else:
+            self.count, self.channels, self.height, self.width = store.shape
         if pad >= min(self.height, self.width):
             pad = min(self.height, self.width) - 1  # reflect padding needs pad < size
         self.pad, self.flip, self.device = int(pad), bool(flip), torch.device(device)
@@ -155,6 +167,14 @@ class BatchSource(object):
         rows = reflect(self.rows[None] + (offsets[:, 0:1] - self.pad), self.height)
         cols = reflect(self.cols[None] + (offsets[:, 1:2] - self.pad), self.width)
         cols = torch.where(flips[:, None], cols.flip(1), cols)
+        if self.layout == "nchw":  # float32 that are no pixels: gather each image's plane positions
+            spatial = (rows[:, :, None] * self.width + cols[:, None, :]).reshape(index.shape[0], 1, -1)
+            planes = store.reshape(store.shape[0], self.channels, -1).index_select(0, index)
+            images = planes.gather(2, spatial.expand(-1, self.channels, -1)).view(
+                index.shape[0], self.channels, self.height, self.width)
+            if self.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            return images
         flat = (index[:, None, None] * (self.height * self.width) + rows[:, :, None] * self.width
                 + cols[:, None, :]).reshape(-1)
         pixels = store.reshape(-1, self.channels).index_select(0, flat)

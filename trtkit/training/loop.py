@@ -141,6 +141,16 @@ def _make_optimizer(torch, config, params, cuda=False):
                            nesterov=config.momentum > 0, **fused)
 
 
+def this_devices_optimizer_state(optimizer, saved):
+    """``saved`` (an optimizer state_dict) with each group's ``fused`` set as this run's optimizer has it:
+    fused or not is this device's choice, not the saved run's, and torch places a loaded state's ``step`` by the
+    saved groups' flag (a checkpoint written unfused, on a CPU or by an older trtkit, would put AdamW's step on
+    the CPU for a fused CUDA kernel)."""
+    fused = optimizer.defaults.get("fused")
+    groups = [dict(group, fused=fused) if "fused" in optimizer.defaults else group for group in saved["param_groups"]]
+    return dict(saved, param_groups=groups)
+
+
 def takes_fused(optimizer_class):
     """Whether this torch's ``optimizer_class`` has a fused implementation (its ``fused`` argument)."""
     import inspect
@@ -190,10 +200,7 @@ def fit(model, train_set, heldout_set=None, config=None, out_dir=None, resume=No
     scaler = precision.make_scaler()
     history, start_epoch = [], 0
     if resume is not None:
-        optimizer.load_state_dict(training["optimizer"])
-        for group in optimizer.param_groups:  # fused or not is this device's choice, not the saved run's
-            if "fused" in group:
-                group["fused"] = optimizer.defaults.get("fused")
+        optimizer.load_state_dict(this_devices_optimizer_state(optimizer, training["optimizer"]))
         scaler.load_state_dict(training["scaler"])
         restore_rng(rng, training["rng"], device)
         history = list(training.get("history", []))

@@ -164,6 +164,7 @@ class Precision(object):
                             module._buffers[key] = buf.half()
             self._pairs = []
             self._names = {}
+            self._master_grads = None  # buffers of another model's masters must not be reused
             for name, p in model.named_parameters():
                 if p.dtype == torch.float16:
                     master = torch.nn.Parameter(masters[name], requires_grad=True)

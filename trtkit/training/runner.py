@@ -49,6 +49,24 @@ def zero_init_residuals(model):
     return changed
 
 
+FORMER_SGD_LR = 0.05  # the default peak learning rate of checkpoints of training format 1, at any batch
+
+
+def older_run(config, written_format, path):
+    """The config a checkpoint of an older training format continues with: its own default learning rate
+    kept (format 1: 0.05 at any batch), and said once that its crops and flips from here on are drawn as this
+    trtkit draws them (once per epoch), so the resumed run will not repeat the uninterrupted one exactly."""
+    from trtkit.training.checkpoint import FORMAT
+    if written_format >= FORMAT:
+        return config
+    log.warn("{} was written by an older trtkit (training format {}): it resumes with its learning rate, but "
+             "its random crops and flips from here on differ from the run it would have continued".format(
+                 path, written_format))
+    if config.lr is None and config.optimizer == "sgd":
+        return config.replace(lr=FORMER_SGD_LR)
+    return config
+
+
 def run_training(config, out_dir, resume_path=None, stop_after=None, callback=None, label=None):
     """Train per ``config`` into ``out_dir`` (or resume ``resume_path``); returns a TrainResult."""
     from trtkit.training.checkpoint import load_training_checkpoint
@@ -60,7 +78,7 @@ def run_training(config, out_dir, resume_path=None, stop_after=None, callback=No
         saved = TrainConfig.from_dict(training["config"])
         if int(training["epoch"]) >= saved.epochs:
             log.info("{} already finished all {} epochs".format(resume_path, saved.epochs))
-        config = saved
+        config = older_run(saved, int(training.get("format", 1)), resume_path)
         resume = (state, training)
         log.info("resuming {} after epoch {}/{} ({} mode)".format(resume_path, training["epoch"], saved.epochs,
                                                                  saved.mode))
