@@ -6,7 +6,8 @@ FCN/DeepLabV3 are too slow. Why not torchvision itself: it does not import every
 ``models.classifiers``). Names and shapes follow torchvision (``N.0`` convolution, ``N.1`` BatchNorm with
 eps 0.001; ``block.K`` inside a residual block; squeeze-excitation ``fc1``/``fc2``), so its checkpoints load
 with ``strict=True``; ``dilated=True`` trades the last stage's stride for dilation 2, as torchvision does for
-segmentation (output stride 16).
+segmentation (output stride 16); ``reduced_tail=True`` halves the channels of the last stage (torchvision's
+``reduced_tail``, what its SSDlite uses when it is not started from an ImageNet backbone).
 """
 
 from trtkit.deps import require
@@ -20,6 +21,7 @@ LARGE_BLOCKS = (
     (112, 5, 672, 160, True, True, 2), (160, 5, 960, 160, True, True, 1), (160, 5, 960, 160, True, True, 1),
 )
 DILATED_FROM = 12  # the last stage (C4 onwards) is dilated instead of strided for segmentation
+REDUCED_FROM = 12  # reduced_tail: the C4 block's output and the two blocks after it at half width
 LOW_FEATURE = 4  # the features index of the output-stride-8 map LRASPP reads (40 channels)
 LAST_CHANNELS = 960
 
@@ -79,12 +81,14 @@ def _build_classes():
             result = self.block(x)
             return result + x if self.residual else result
 
-    def features(dilated):
+    def features(dilated, reduced_tail):
         layers = [ConvNormActivation(3, 16, 3, stride=2, activation=nn.Hardswish)]
-        for index, setting in enumerate(LARGE_BLOCKS):
+        blocks = large_blocks(reduced_tail)
+        for index, setting in enumerate(blocks):
             dilation = 2 if dilated and index >= DILATED_FROM else 1
             layers.append(InvertedResidual(*(setting + (dilation,))))
-        layers.append(ConvNormActivation(LARGE_BLOCKS[-1][3], LAST_CHANNELS, 1, activation=nn.Hardswish))
+        last = blocks[-1][3]
+        layers.append(ConvNormActivation(last, 6 * last, 1, activation=nn.Hardswish))  # 960, or 480 reduced
         return layers
 
     return {"features": features}
@@ -93,12 +97,24 @@ def _build_classes():
 _CLASSES = {}
 
 
-def large_features(dilated=False):
+def large_blocks(reduced_tail=False):
+    """``LARGE_BLOCKS``, or with ``reduced_tail`` the last stage at half width as torchvision's: the C4 block's
+    output halved, then the two blocks after it halved throughout."""
+    if not reduced_tail:
+        return LARGE_BLOCKS
+    first = LARGE_BLOCKS[REDUCED_FROM]
+    reduced = [first[:3] + (first[3] // 2,) + first[4:]]
+    reduced += [(block[0] // 2, block[1], block[2] // 2, block[3] // 2) + block[4:]
+                for block in LARGE_BLOCKS[REDUCED_FROM + 1:]]
+    return LARGE_BLOCKS[:REDUCED_FROM] + tuple(reduced)
+
+
+def large_features(dilated=False, reduced_tail=False):
     """MobileNetV3-Large's ``features`` modules in order (17 of them), initialised as torchvision does."""
     if not _CLASSES:
         _CLASSES.update(_build_classes())
     torch = require("torch", "building MobileNetV3")
-    modules = _CLASSES["features"](dilated)
+    modules = _CLASSES["features"](dilated, reduced_tail)
     for module in modules:
         for layer in module.modules():
             if isinstance(layer, torch.nn.Conv2d):

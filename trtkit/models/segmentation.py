@@ -208,6 +208,13 @@ def create_segmentation_model(name, num_classes=DEFAULT_CLASSES, aux=False, inpu
     return model
 
 
+def intermediate_layers(modules, taps):
+    """torchvision's ``IntermediateLayerGetter`` over ``modules`` ((name, module) pairs run in order), returning
+    a dict of the outputs named in ``taps`` (``{module name: key}``): the segmentation backbones, and the body of
+    the detection models' ResNet-FPN (``models.detection.fpn``)."""
+    return _classes()["backbone"](modules, taps)
+
+
 def _resnet_model(name, num_classes, aux):
     from trtkit.models.classifiers import ARCHITECTURES as RESNETS, resnet
     head, backbone_name, dilate = ARCHITECTURES[name]

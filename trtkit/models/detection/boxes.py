@@ -1,0 +1,49 @@
+"""Box coding: regression outputs to boxes around anchors, as torchvision's ``BoxCoder`` decodes them.
+
+A regression ``(dx, dy, dw, dh)`` against an anchor of centre ``(cx, cy)`` and size ``(w, h)`` is the box of
+centre ``(cx + dx / wx * w, cy + dy / wy * h)`` and size ``(w * exp(dw / ww), h * exp(dh / wh))``, the size
+terms clamped at ``log(1000 / 16)`` before ``exp``; ``(wx, wy, ww, wh)`` are the coder's weights (RetinaNet
+1, 1, 1, 1; SSD 10, 10, 5, 5). The arithmetic is torchvision's, operation for operation, so decoded boxes
+are the same floats.
+"""
+
+import math
+
+import torch
+
+SIZE_CLAMP = math.log(1000.0 / 16)
+
+
+class BoxCoder(object):
+    """Decodes ``[..., A, 4]`` regressions against ``[A, 4]`` anchors (x1 y1 x2 y2) with ``weights``."""
+
+    def __init__(self, weights, size_clamp=SIZE_CLAMP):
+        self.weights = tuple(float(w) for w in weights)
+        self.size_clamp = size_clamp
+
+    def decode(self, codes, anchors):
+        anchors = anchors.to(codes.dtype)
+        widths = anchors[:, 2] - anchors[:, 0]
+        heights = anchors[:, 3] - anchors[:, 1]
+        centre_x = anchors[:, 0] + 0.5 * widths
+        centre_y = anchors[:, 1] + 0.5 * heights
+        wx, wy, ww, wh = self.weights
+        dx = codes[..., 0] / wx
+        dy = codes[..., 1] / wy
+        dw = torch.clamp(codes[..., 2] / ww, max=self.size_clamp)
+        dh = torch.clamp(codes[..., 3] / wh, max=self.size_clamp)
+        x = dx * widths + centre_x
+        y = dy * heights + centre_y
+        half_w = 0.5 * (torch.exp(dw) * widths)
+        half_h = 0.5 * (torch.exp(dh) * heights)
+        return torch.stack((x - half_w, y - half_h, x + half_w, y + half_h), dim=-1)
+
+    def __repr__(self):
+        return "BoxCoder(weights={})".format(self.weights)
+
+
+def clip_boxes(boxes, height, width):
+    """``boxes`` ([..., 4], x1 y1 x2 y2) clamped into a ``height`` x ``width`` image."""
+    x = boxes[..., 0::2].clamp(min=0, max=width)
+    y = boxes[..., 1::2].clamp(min=0, max=height)
+    return torch.stack((x, y), dim=-1).reshape(boxes.shape)

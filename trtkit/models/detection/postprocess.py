@@ -1,0 +1,83 @@
+"""Post-processing: from decoded boxes and per-class scores to each image's detections, as torchvision selects.
+
+This is the part of a detector that stays out of the exported network (it can run on the host): the network
+ends at ``Detector.decoded`` (boxes ``[N, A, 4]`` in input pixels, scores ``[N, A, C]`` after the sigmoid or
+softmax), and ``postprocess`` makes torchvision's list of ``{"boxes", "scores", "labels"}`` from it:
+
+1. candidates: scores above ``score_thresh``, at most ``topk_candidates`` of the best of them
+   - per level (RetinaNet: ``level_sizes`` anchors per feature map, every (anchor, class) pair of the level
+     competing; a candidate's label is its class index);
+   - or per class (SSD: each class but the background, class 0, over all anchors);
+2. ``batched_nms`` (``models.detection.nms``) within each label at ``nms_thresh``;
+3. the best ``detections_per_img`` of what NMS keeps, highest score first.
+"""
+
+import torch
+
+from trtkit.models.detection.nms import batched_nms
+
+
+class PostProcessing(object):
+    """The selection parameters of one detector (torchvision's names); ``per_level``: RetinaNet's candidates
+    (per feature map, all classes); else SSD's (per class, class 0 the background, never a detection)."""
+
+    def __init__(self, score_thresh, nms_thresh, detections_per_img, topk_candidates, per_level):
+        self.score_thresh = float(score_thresh)
+        self.nms_thresh = float(nms_thresh)
+        self.detections_per_img = int(detections_per_img)
+        self.topk_candidates = int(topk_candidates)
+        self.per_level = bool(per_level)
+
+    def with_overrides(self, **overrides):
+        values = dict(self.to_dict())
+        values.update((key, value) for key, value in overrides.items() if value is not None)
+        return PostProcessing(**values)
+
+    def to_dict(self):
+        return {"score_thresh": self.score_thresh, "nms_thresh": self.nms_thresh,
+                "detections_per_img": self.detections_per_img, "topk_candidates": self.topk_candidates,
+                "per_level": self.per_level}
+
+    def __repr__(self):
+        return "PostProcessing({})".format(", ".join("{}={}".format(k, v) for k, v in sorted(self.to_dict().items())))
+
+
+def _best(scores, limit):
+    """(scores above the threshold, their flat indices), the best ``limit`` of them, best first."""
+    above = torch.nonzero(scores > limit[0]).flatten()
+    best, order = scores[above].topk(min(limit[1], above.numel()))
+    return best, above[order]
+
+
+def _per_level(boxes, scores, params, level_sizes):
+    classes = scores.shape[-1]
+    found = []
+    limit = (params.score_thresh, params.topk_candidates)
+    for level_boxes, level_scores in zip(boxes.split(level_sizes), scores.split(level_sizes)):
+        best, index = _best(level_scores.flatten(), limit)
+        found.append((level_boxes[torch.div(index, classes, rounding_mode="floor")], best, index % classes))
+    return found
+
+
+def _per_class(boxes, scores, params):
+    found = []
+    limit = (params.score_thresh, params.topk_candidates)
+    for label in range(1, scores.shape[-1]):
+        best, index = _best(scores[:, label], limit)
+        found.append((boxes[index], best, torch.full_like(best, label, dtype=torch.int64)))
+    return found
+
+
+def postprocess(boxes, scores, params, level_sizes=None):
+    """One ``{"boxes": [D, 4], "scores": [D], "labels": [D] int64}`` per image of ``boxes`` ([N, A, 4]) and
+    ``scores`` ([N, A, C]); ``level_sizes``: anchors per feature map (``Detector.level_sizes``), for per-level
+    candidates (one level of all anchors when not given)."""
+    level_sizes = list(level_sizes) if level_sizes is not None else [boxes.shape[1]]
+    detections = []
+    for image_boxes, image_scores in zip(boxes, scores):
+        found = _per_level(image_boxes, image_scores, params, level_sizes) if params.per_level else \
+            _per_class(image_boxes, image_scores, params)
+        kept_boxes, kept_scores, labels = (torch.cat(parts, dim=0) for parts in zip(*found))
+        keep = batched_nms(kept_boxes, kept_scores, labels, params.nms_thresh)[:params.detections_per_img]
+        detections.append({"boxes": kept_boxes[keep], "scores": kept_scores[keep], "labels": labels[keep]})
+    return detections
