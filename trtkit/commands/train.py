@@ -52,8 +52,8 @@ def add_arguments(parser):
     opt.add_argument("--epochs", type=int, default=None, help="default: 6")
     opt.add_argument("--batch-size", type=int, default=None, help="default: 64")
     opt.add_argument("--optimizer", default=None, choices=["sgd", "adamw"], help="default: sgd")
-    opt.add_argument("--lr", type=float, default=None, help="peak learning rate (default: sgd 0.1 x batch size / 256, the linear scaling rule; "
-                          "adamw 0.001)")
+    opt.add_argument("--lr", type=float, default=None, help="peak learning rate (default: sgd 0.1 x batch size / 256 from batch 128 up, the linear "
+                          "scaling rule, and 0.05 below; adamw 0.001)")
     opt.add_argument("--weight-decay", type=float, default=None, help="default: 5e-4")
     opt.add_argument("--warmup", type=float, default=None, help="warm-up fraction of the cosine schedule (0.25)")
     opt.add_argument("--clip-grad", type=float, default=None, metavar="NORM",

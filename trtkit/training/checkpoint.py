@@ -18,7 +18,7 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 
-FORMAT = 2  # 2: augmentation drawn once per epoch; SGD's default learning rate scaled with the batch
+FORMAT = 2  # 2: augmentation drawn once per epoch; SGD's default learning rate scaled with batches over 128
 
 
 def numpy_rng_state(rng):
