@@ -216,14 +216,17 @@ def test_same_detections_as_torchvision_on_its_checkpoint(tv, monkeypatch, name,
     assert ours.input_contract.mean == pytest.approx(theirs.transform.image_mean)
     assert ours.input_contract.std == pytest.approx(theirs.transform.image_std)
     assert ours.box_coder.weights == tuple(float(w) for w in theirs.box_coder.weights)
+    for key in ("score_thresh", "nms_thresh", "detections_per_img", "topk_candidates"):
+        assert getattr(ours.postprocessing, key) == getattr(theirs, key), key
+    if ours.postprocessing.per_level:  # every NMS survivor, so that candidates past the best 1000 overall (which
+        theirs.detections_per_img = 10000  # the per-level top-k keeps) reach the detections: one top-k over
+        ours.postprocessing = ours.postprocessing.with_overrides(detections_per_img=10000)  # all levels fails
     calls = nms_counter(monkeypatch)
     with torch.no_grad():
         expected = theirs(pixels)
         found = ours(batch)
     assert_same_detections(expected, found)
     assert_meaningful(ours, batch, found, calls)
-    for key in ("score_thresh", "nms_thresh", "detections_per_img", "topk_candidates"):
-        assert getattr(ours.postprocessing, key) == getattr(theirs, key), key
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
     theirs.load_state_dict(ours.state_dict(), strict=True)  # and trtkit's checkpoint into torchvision's model
     assert all(torch.equal(value, state[key]) for key, value in theirs.state_dict().items())
