@@ -39,6 +39,25 @@ def brute_force_nms(boxes, scores, iou_threshold):
     return keep
 
 
+def table_nms(boxes, scores, iou_threshold):
+    """NMS from the whole K x K table of overlaps (float IoU above the threshold in double), then one pass in
+    score order: the way trtkit's NMS computed it before it went block by block; a reference for large K."""
+    order = scores.sort(0, descending=True)[1]
+    x1, y1, x2, y2 = boxes[order].unbind(1)
+    areas = (x2 - x1) * (y2 - y1)
+    width = (torch.min(x2[:, None], x2[None, :]) - torch.max(x1[:, None], x1[None, :])).clamp(min=0)
+    height = (torch.min(y2[:, None], y2[None, :]) - torch.max(y1[:, None], y1[None, :])).clamp(min=0)
+    inter = width * height
+    over = ((inter / (areas[:, None] + areas[None, :] - inter)).double() > iou_threshold).numpy()
+    dropped = np.zeros(len(order), dtype=bool)
+    kept = []
+    for index in range(len(order)):
+        if not dropped[index]:
+            kept.append(index)
+            dropped[index + 1:] |= over[index, index + 1:]
+    return order[kept].tolist()
+
+
 def random_boxes(count, seed, levels=None, span=100.0):
     """``count`` boxes (x1 y1 x2 y2, some empty, some repeated) and scores (``levels`` distinct values: ties)."""
     generator = torch.Generator().manual_seed(seed)
@@ -59,6 +78,8 @@ def test_nms_is_the_kernels_greedy_rule(seed, threshold):
     boxes, scores = random_boxes(120, seed, levels=8 if seed % 2 else None)
     expected = brute_force_nms(boxes, scores, threshold)
     assert nms(boxes, scores, threshold).tolist() == expected
+    assert nms(boxes, scores, threshold, block=7).tolist() == expected  # many blocks: decisions across them
+    assert table_nms(boxes, scores, threshold) == expected
     assert torchvision_source.reference_nms(boxes, scores, threshold).tolist() == expected
 
 
@@ -68,6 +89,24 @@ def test_the_threshold_is_compared_in_double_precision():
     scores = torch.tensor([0.9, 0.8])
     assert nms(boxes, scores, 0.55).tolist() == [0] == brute_force_nms(boxes, scores, 0.55)
     assert nms(boxes, scores, 0.56).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.55])
+def test_thousands_of_boxes_keep_what_the_full_table_keeps(threshold):
+    """5,000 candidates (ties, duplicates, empty boxes), as many blocks: the same keeps, in the same order, as
+    the K x K table."""
+    boxes, scores = random_boxes(5000, seed=11, levels=50, span=400.0)
+    expected = table_nms(boxes, scores, threshold)
+    assert 500 < len(expected) < 4500  # both many kept and many dropped
+    assert nms(boxes, scores, threshold).tolist() == expected
+
+
+def test_zero_area_boxes():
+    """Empty boxes overlap nothing (0 / area) and each other not at all (0 / 0 is NaN, which drops nothing)."""
+    boxes = torch.tensor([[5.0, 5, 5, 5], [5.0, 5, 5, 5], [0.0, 0, 10, 10], [3.0, 3, 3, 9], [0.0, 0, 10, 10]])
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    assert nms(boxes, scores, 0.5).tolist() == [0, 1, 2, 3] == brute_force_nms(boxes, scores, 0.5)
+    assert nms(boxes, scores, 0.0).tolist() == [0, 1, 2, 3]
 
 
 def test_empty_and_single():

@@ -14,15 +14,18 @@ the wheel is downloaded without dependencies (``python tests/torchvision_source.
   (both of its strategies) runs over it.
 
 Where the wheel is looked for: ``$TRTKIT_TORCHVISION_WHEEL`` (a wheel file or a folder holding one), else
-``.cache/torchvision/`` in the repository (ignored by git). Missing, the tests skip saying how to get it, except
-under CI (``$CI`` or ``$TRTKIT_REQUIRE_TORCHVISION_SOURCE`` set), where they fail.
+``.cache/torchvision/`` in the repository (ignored by git); ``download`` fills that same folder. Missing, the
+tests skip saying how to get it, except under CI (``$CI`` or ``$TRTKIT_REQUIRE_TORCHVISION_SOURCE`` set), where
+they fail.
 """
 
 import contextlib
 import glob
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import types
 import zipfile
 
@@ -48,22 +51,49 @@ def find_wheel():
     return wheels[-1] if wheels else None
 
 
-def download(folder=CACHE):
-    """``pip download --no-deps`` torchvision's wheel into ``folder``; returns its path."""
-    subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                           "torchvision=={}".format(VERSION), "-d", folder])
-    return find_wheel()
+class DownloadError(Exception):
+    """A download that left no wheel: the message says what failed and what to do."""
+
+
+def download(folder=None):
+    """``pip download --no-deps`` torchvision's wheel into ``folder`` (default: ``$TRTKIT_TORCHVISION_WHEEL``
+    when it names a folder, else ``CACHE``); returns its path, or raises ``DownloadError``."""
+    given = os.environ.get("TRTKIT_TORCHVISION_WHEEL")
+    if folder is None:
+        if given and not os.path.isdir(given):
+            raise DownloadError("$TRTKIT_TORCHVISION_WHEEL={} is neither a wheel file nor a folder; point it at "
+                                "torchvision-{}'s wheel or a folder to download it into".format(given, VERSION))
+        folder = given or CACHE
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+               "torchvision=={}".format(VERSION), "-d", folder]
+    if subprocess.call(command) != 0:
+        raise DownloadError("pip could not download torchvision {} into {} (pip's message above); check the "
+                            "network or pip's index, or put the wheel there yourself".format(VERSION, folder))
+    wheels = sorted(glob.glob(os.path.join(folder, "torchvision-{}-*.whl".format(VERSION))))
+    if not wheels:
+        raise DownloadError("pip ran but no torchvision-{}-*.whl is in {}; download the wheel for this Python "
+                            "and platform into it yourself".format(VERSION, folder))
+    return wheels[-1]
 
 
 def _sources(wheel):
-    """The folder holding the wheel's ``torchvision/`` Python files, extracted once beside the wheel."""
+    """The folder holding the wheel's ``torchvision/`` Python files, extracted once beside the wheel: into a
+    temporary folder first, then renamed into place, so a reader never sees half of it; when another process
+    got there first, its copy is kept and ours removed."""
     target = os.path.join(os.path.dirname(os.path.abspath(wheel)), "src-" + os.path.basename(wheel)[:-4])
     if not os.path.isdir(os.path.join(target, "torchvision")):
-        partial = target + ".part{}".format(os.getpid())
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(partial, [n for n in archive.namelist()
-                                         if n.startswith("torchvision/") and n.endswith(".py")])
-        os.rename(partial, target)
+        partial = tempfile.mkdtemp(prefix=os.path.basename(target) + ".part", dir=os.path.dirname(target))
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(partial, [n for n in archive.namelist()
+                                             if n.startswith("torchvision/") and n.endswith(".py")])
+            try:
+                os.replace(partial, target)  # atomic; fails when the target exists and is not empty
+            except OSError:
+                if not os.path.isdir(os.path.join(target, "torchvision")):
+                    raise
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
@@ -121,4 +151,7 @@ def imported(wheel):
 if __name__ == "__main__":
     if sys.argv[1:] != ["download"]:
         sys.exit("usage: {}".format(DOWNLOAD))
-    print(find_wheel() or download())
+    try:
+        print(find_wheel() or download())
+    except DownloadError as error:
+        sys.exit("error: {}".format(error))

@@ -13,7 +13,7 @@ Outputs, in two stages:
   y2, clipped to the image) and its class probabilities (sigmoid for RetinaNet, softmax over the classes for
   SSD, whose class 0 is the background). This is the network trtkit will export, calibrate and quantize;
   ``level_sizes(height, width)`` says how many of the A anchors each feature map holds (RetinaNet's
-  candidates are chosen per level).
+  candidates are chosen per level, so its ``postprocess`` requires them and raises without).
 - ``forward(images)`` -> torchvision's eval-mode answer, one ``{"boxes", "scores", "labels"}`` per image:
   ``decoded`` then ``postprocess.postprocess`` with ``self.postprocessing`` (score threshold, top-k, batched
   NMS, detections per image), the part that can run on the host.
@@ -71,7 +71,8 @@ class Detector(nn.Module):
         return self.anchor_generator(probe.shape[-2:], [f.shape[-2:] for f in features])[1]
 
     def postprocess(self, boxes, scores, level_sizes=None):
-        """torchvision's detections from ``decoded``'s outputs (``postprocess.postprocess``)."""
+        """torchvision's detections from ``decoded``'s outputs (``postprocess.postprocess``); RetinaNet needs
+        ``level_sizes`` (``self.level_sizes(H, W)`` of the input's size) and raises ``InputError`` without."""
         return postprocess(boxes, scores, self.postprocessing, level_sizes)
 
     def forward(self, images):

@@ -14,6 +14,7 @@ softmax), and ``postprocess`` makes torchvision's list of ``{"boxes", "scores", 
 
 import torch
 
+from trtkit.errors import InputError
 from trtkit.models.detection.nms import batched_nms
 
 
@@ -68,14 +69,27 @@ def _per_class(boxes, scores, params):
     return found
 
 
+def _check_levels(boxes, params, level_sizes):
+    if not params.per_level:
+        return
+    if level_sizes is None:
+        raise InputError("per-level post-processing (RetinaNet) needs the anchors per feature map",
+                         hint="pass level_sizes=model.level_sizes(height, width) of the input's size")
+    if sum(level_sizes) != boxes.shape[1]:
+        raise InputError("level_sizes {} add up to {} anchors, the boxes have {}".format(
+            list(level_sizes), sum(level_sizes), boxes.shape[1]),
+            hint="use model.level_sizes(height, width) of the input that made these boxes")
+
+
 def postprocess(boxes, scores, params, level_sizes=None):
     """One ``{"boxes": [D, 4], "scores": [D], "labels": [D] int64}`` per image of ``boxes`` ([N, A, 4]) and
-    ``scores`` ([N, A, C]); ``level_sizes``: anchors per feature map (``Detector.level_sizes``), for per-level
-    candidates (one level of all anchors when not given)."""
-    level_sizes = list(level_sizes) if level_sizes is not None else [boxes.shape[1]]
+    ``scores`` ([N, A, C]). ``level_sizes``: anchors per feature map (``Detector.level_sizes(H, W)`` of the
+    input's size), required for per-level candidates (RetinaNet): without them the A anchors cannot be split
+    into levels, and one top-k over all of them would pick other candidates than torchvision, so that raises."""
+    _check_levels(boxes, params, level_sizes)
     detections = []
     for image_boxes, image_scores in zip(boxes, scores):
-        found = _per_level(image_boxes, image_scores, params, level_sizes) if params.per_level else \
+        found = _per_level(image_boxes, image_scores, params, list(level_sizes)) if params.per_level else \
             _per_class(image_boxes, image_scores, params)
         kept_boxes, kept_scores, labels = (torch.cat(parts, dim=0) for parts in zip(*found))
         keep = batched_nms(kept_boxes, kept_scores, labels, params.nms_thresh)[:params.detections_per_img]

@@ -6,6 +6,7 @@ from trtkit.contract import IMAGENET_MEAN, IMAGENET_STD, InputContract
 from trtkit.errors import InputError
 
 DEFAULT_CLASSES = 91  # torchvision's default: COCO's 90 category ids and the background (0)
+COCO_RETINANET_BN_EPS = 0.0  # torchvision's retinanet_resnet50_fpn runs its COCO_V1 weights with frozen eps 0
 
 # anchors: RetinaNet's AnchorGenerator (3 sizes x 3 aspect ratios per level) and the SSDs' DefaultBoxGenerator
 RETINANET_ANCHORS = {"sizes": tuple((x, int(x * 2 ** (1.0 / 3)), int(x * 2 ** (2.0 / 3)))
@@ -74,7 +75,14 @@ def create_detection_model(name, num_classes=DEFAULT_CLASSES, input_size=None, c
       choice without an ImageNet backbone; False: its default when started from ImageNet weights).
 
     The model carries ``.trtkit_name``, ``.num_classes``, ``.detection_options`` and ``.input_contract``
-    (torchvision's normalization and size unless ``input_size`` or ``contract``)."""
+    (torchvision's normalization and size unless ``input_size`` or ``contract``). The SSDs' input is
+    torchvision's (a fixed 300 / 320 stretch). RetinaNet's is not: trtkit fits the image inside a fixed 800 x 800
+    (longer side to 800, padded right and bottom), for engines of a fixed shape, while torchvision scales the
+    shorter side to 800 with the longer at most 1333 (a size per image, the batch padded to a multiple of 32).
+    For torchvision's scale ``s = min(800 / H, 1333 / W)`` on H x W images (H <= W), give the side that sets
+    ``s`` its exact size (800, or 1333 where the cap binds) and round the other up to a multiple of 32: 480 x 640
+    images, ``input_size=(800, 1088)``. trtkit resizes with PIL's antialiased filter, torchvision bilinearly
+    after normalization (docs/detection.md)."""
     if name not in DETECTION_ARCHITECTURES:
         raise InputError("unknown detection model '{}'".format(name),
                          hint="choose one of {}".format(", ".join(model_names())))
@@ -114,7 +122,11 @@ def infer_detection_layout(state_dict):
     ``create_detection_model`` takes them), or None when it is not one of ``DETECTION_ARCHITECTURES``.
 
     RetinaNet is told by ``head.classification_head.cls_logits`` on ``backbone.body``, its ResNet by layer3's
-    block count and kind, frozen norms by the absence of ``num_batches_tracked``; SSD300 by
+    block count and kind, frozen norms by the absence of ``num_batches_tracked``. The frozen norms' eps is not in
+    a state_dict: a frozen 91-class ``retinanet_resnet50_fpn`` is taken for torchvision's COCO_V1 checkpoint,
+    which torchvision runs with eps 0 (``overwrite_eps(model, 0.0)`` in its builder), so its options say
+    ``bn_eps=0.0``; any other RetinaNet keeps ``FrozenBatchNorm2d``'s 1e-5, torchvision's eps when it builds
+    from ImageNet weights (a 91-class ResNet50 trained that way needs ``bn_eps=None`` passed back). SSD300 by
     ``backbone.scale_weight``; SSDlite by its head's ``module_list.0.1`` and the width of its last convolution."""
     head = "head.classification_head."
     if head + "cls_logits.weight" in state_dict and "backbone.body.conv1.weight" in state_dict:
@@ -127,7 +139,10 @@ def infer_detection_layout(state_dict):
             return None
         frozen = not any(k.startswith("backbone.body.") and k.endswith("num_batches_tracked") for k in state_dict)
         classes = _per_anchor(state_dict, head + "cls_logits.weight", "head.regression_head.bbox_reg.weight")
-        return "retinanet_{}_fpn".format(backbone), classes, {"frozen_bn": frozen}
+        options = {"frozen_bn": frozen}
+        if frozen and backbone == "resnet50" and classes == DEFAULT_CLASSES:
+            options["bn_eps"] = COCO_RETINANET_BN_EPS
+        return "retinanet_{}_fpn".format(backbone), classes, options
     if "backbone.scale_weight" in state_dict and head + "module_list.0.weight" in state_dict:
         classes = _per_anchor(state_dict, head + "module_list.0.weight", "head.regression_head.module_list.0.weight")
         return "ssd300_vgg16", classes, {}
