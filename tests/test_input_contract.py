@@ -35,7 +35,7 @@ def test_contract_round_trips_and_keeps_the_old_manifest_form():
     (dict(std=(0.2, 0.0, 0.2)), "std must not be 0"),
     (dict(channels=2), "1- or 3-channel"),
     (dict(pixel_scale=100), "--pixel-scale must be 1"),
-    (dict(resize="zoom"), "crop, pad, height or stretch"),
+    (dict(resize="zoom"), "crop, pad, height, letterbox or stretch"),
     (dict(channel_order="grb"), "rgb or bgr")])
 def test_bad_contracts_are_one_clear_error(kwargs, words):
     with pytest.raises(InputError) as info:

@@ -18,7 +18,7 @@ from trtkit.keywords import Field
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_FRACTION = 0.875  # ImageNet evaluation: shorter side to size / 0.875, then the centre crop
-RESIZE_MODES = ("crop", "pad", "height", "stretch")
+RESIZE_MODES = ("crop", "pad", "height", "letterbox", "stretch")
 # how pixels are interpolated when resizing: PIL's bilinear (antialiased when shrinking, as torchvision's PIL
 # transforms) or OpenCV's INTER_LINEAR (not antialiased: cv2.resize, as most TF/TFLite/MediaPipe/OpenCV packages
 # feed their models; measured: fer's emotion model gave another answer on 20% of shrunk faces under PIL's)
@@ -44,7 +44,8 @@ class InputContract(object):
     torchvision's ImageNet evaluation), ``pad`` (keep the aspect ratio, fit
     inside, pad right/bottom with zeros after normalization), ``height``
     (the height to the input's, the width by the aspect ratio and squashed when
-    wider, pad right: PaddleOCR's text lines) or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
+    wider, pad right: PaddleOCR's text lines), ``letterbox`` (keep the aspect ratio, fit inside, centred on
+    grey 114: ultralytics' YOLO) or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
 
     ``layout`` and ``input_dtype`` record the model's *own* input (a Keras model's
     NHWC, a uint8 pixel input): trtkit's artifacts always take NCHW float32, the
@@ -365,7 +366,8 @@ FIELDS = (
     Field("resize", choices=list(RESIZE_MODES),
           help="crop: shorter side to size/0.875 then centre crop (ImageNet; default); pad: keep the aspect ratio, "
                "fit inside and pad right/bottom; height: the height to the input's, width by the aspect ratio "
-               "(squashed when wider), pad right (PaddleOCR text lines); stretch: plain resize"),
+               "(squashed when wider), pad right (PaddleOCR text lines); letterbox: keep the aspect ratio, fit inside, "
+               "centred on grey 114 (ultralytics' YOLO); stretch: plain resize"),
     Field("resize_filter", choices=list(RESIZE_FILTERS),
           help="pixel interpolation when resizing: pil (PIL's bilinear, antialiased when shrinking, as torchvision's "
                "PIL transforms; default) or opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite, "

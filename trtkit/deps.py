@@ -25,6 +25,7 @@ _KNOWN = {
     "pytriton": ("nvidia-pytriton", "serve"),
     "openvino": ("openvino", "openvino"),
     "nncf": ("nncf", "openvino"),
+    "yaml": ("pyyaml", None),  # a data.yaml in a form trtkit's own reader leaves to it (data.boxes.names)
 }
 
 _HOW = {

@@ -17,7 +17,8 @@ match the contract). Splits: ``train`` (calibration, training), ``heldout``
 
 Modules: ``sources`` (listing, splits, subsets, class names), ``preprocess``
 (the one pixels -> input function), ``decode`` (PIL, JPEG draft, thread pool),
-``arrays`` / ``cifar`` (array sources), ``stream`` (Selection, ImageSet).
+``arrays`` / ``cifar`` (array sources), ``stream`` (Selection, ImageSet), ``masks``
+(segmentation masks), ``boxes`` (detection boxes: COCO, YOLO, VOC, .npz; ``docs/detection-data.md``).
 """
 
 from trtkit.data.cifar import is_cifar_folder

@@ -7,7 +7,7 @@ grey levels whose values are class indices; or a ``.npz`` whose ``y`` (or
 to the ignore index (255, Pascal VOC's border value) count in no metric.
 
 A mask follows its image through the same geometry (``preprocess.placement``:
-resize, centre crop, padding) but resized with nearest neighbour, so class indices are
+resize, centre crop, padding or letterbox) but resized with nearest neighbour, so class indices are
 never blended, and padding is filled with the ignore index. Masks are read per
 batch, like the images: memory does not grow with the data set.
 """
@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from trtkit.data.decode import upright_size
-from trtkit.data.preprocess import PADDED, _pil, placement
+from trtkit.data.preprocess import PADDED, _pil, pad_into, placement
 from trtkit.errors import InputError
 
 IGNORE_INDEX = 255
@@ -47,9 +47,7 @@ def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
     values = np.asarray(mask).astype(np.int64)
     if contract.resize not in PADDED or values.shape == (contract.height, contract.width):
         return values
-    out = np.full((contract.height, contract.width), ignore_index, dtype=np.int64)
-    out[:values.shape[0], :values.shape[1]] = values
-    return out
+    return pad_into(values, np.full((contract.height, contract.width), ignore_index, dtype=np.int64), left, top)
 
 
 def map_follows(rows, columns, size_hw):

@@ -12,6 +12,10 @@ mode (uint8 for 'L'/'RGB'), as torchvision's transforms do on PIL images:
   scaled so that both sides cover H/0.875 and W/0.875, then centre-cropped.
 * ``pad``: keep the aspect ratio, fit inside HxW (the bound side filled, the
   other rounded up, as PaddleOCR), zeros right/bottom *after* normalization.
+* ``letterbox``: ultralytics' ``LetterBox`` (YOLO's detectors): scaled by
+  ``r = min(H / h, W / w)`` to ``round(w r)`` x ``round(h r)``, centred
+  (left/top offsets ``round(d / 2 - 0.1)``, the odd pixel right/bottom),
+  the rest grey 114 pixels (normalized as the image).
 * ``stretch``: plain resize to HxW.
 
 ``resize_filter`` ``opencv`` resizes as ``cv2.resize(..., INTER_LINEAR)`` does
@@ -74,7 +78,8 @@ def _grey_8bit(image):
     return Image.fromarray(np.clip(np.round(values * (255.0 / top)), 0, 255).astype(np.uint8), "L")
 
 
-PADDED = ("pad", "height")  # resize modes that fill the rest of the input with zeros (after normalization)
+PADDED = ("pad", "height", "letterbox")  # resize modes that fill the rest of the input (see ``fill_values``)
+LETTERBOX_GREY = 114  # ultralytics' LetterBox fill, a pixel value (0-255) normalized as the image
 
 
 def crop_resize_size(width, height, target_h, target_w):
@@ -108,6 +113,12 @@ def height_resize_size(width, height, target_h, target_w):
     return min(target_w, max(1, int(math.ceil(target_h * width / float(height))))), target_h
 
 
+def letterbox_resize_size(width, height, target_h, target_w):
+    """(w, h) for ``letterbox``: ultralytics' ``new_unpad``, ``round(side * min(H / h, W / w))`` (Python's round)."""
+    ratio = min(target_h / float(height), target_w / float(width))
+    return (min(target_w, max(1, int(round(width * ratio)))), min(target_h, max(1, int(round(height * ratio)))))
+
+
 def resize_target(size, contract):
     """(w, h) an image of ``size`` (w, h) is resized to; decode.py asks it to pick JPEG draft scales."""
     width, height = size
@@ -117,6 +128,8 @@ def resize_target(size, contract):
         return pad_resize_size(width, height, contract.height, contract.width)
     if contract.resize == "height":
         return height_resize_size(width, height, contract.height, contract.width)
+    if contract.resize == "letterbox":
+        return letterbox_resize_size(width, height, contract.height, contract.width)
     return contract.width, contract.height
 
 
@@ -124,12 +137,32 @@ def placement(size, contract):
     """Where an image of ``size`` (w, h) lands in the model input, as ``(new_w, new_h, left, top)``: it is
     resized to ``new_w`` x ``new_h`` and the input's pixel (x, y) is the resized image's (x + left, y + top).
     ``crop``: the centre crop's offsets; ``pad`` and ``height``: 0, 0 (the rest of the input is padding);
-    ``stretch``: the input itself. Masks follow it (``masks.preprocess_mask``), predicted maps go back by it
-    (``trtkit.app.maps``)."""
+    ``letterbox``: minus the padding left and above (ultralytics' ``round(d / 2 - 0.1)``); ``stretch``: the
+    input itself. Masks follow it (``masks.preprocess_mask``), predicted maps go back by it
+    (``trtkit.app.maps``), boxes both ways (``trtkit.data.boxes.geometry``)."""
     new_w, new_h = resize_target(size, contract)
+    if contract.resize == "letterbox":
+        return (new_w, new_h, -int(round((contract.width - new_w) / 2.0 - 0.1)),
+                -int(round((contract.height - new_h) / 2.0 - 0.1)))
     if contract.resize != "crop":
         return new_w, new_h, 0, 0
     return new_w, new_h, int(round((new_w - contract.width) / 2.0)), int(round((new_h - contract.height) / 2.0))
+
+
+def fill_values(contract):
+    """float32 (C,) the padded part of an input holds: 0 (after normalization) for ``pad`` and ``height``, grey
+    114 normalized as the image for ``letterbox``."""
+    if contract.resize != "letterbox":
+        return np.zeros(contract.channels, dtype=np.float32)
+    grey = LETTERBOX_GREY * (contract.pixel_scale / 255.0)
+    return ((grey - np.asarray(contract.mean, dtype=np.float64)) / np.asarray(contract.std)).astype(np.float32)
+
+
+def pad_into(values, out, left, top):
+    """``values`` (..., h, w) written into ``out`` (..., H, W) at offsets ``-left``, ``-top`` (``placement``'s
+    for a padded mode: 0 or negative); ``out`` already holds the fill."""
+    out[..., -top:-top + values.shape[-2], -left:-left + values.shape[-1]] = values
+    return out
 
 
 _COEF_SCALE = 2048  # OpenCV's INTER_RESIZE_COEF_SCALE: its uint8 resize works in 11-bit fixed point
@@ -198,6 +231,6 @@ def preprocess(image, contract, original_size=None):
     array /= np.asarray(contract.std, dtype=np.float32).reshape(-1, 1, 1)
     if contract.resize not in PADDED or array.shape[1:] == (contract.height, contract.width):
         return array
-    out = np.zeros(contract.shape, dtype=np.float32)
-    out[:, :array.shape[1], :array.shape[2]] = array
-    return out
+    out = np.empty(contract.shape, dtype=np.float32)
+    out[...] = fill_values(contract).reshape(-1, 1, 1)
+    return pad_into(array, out, left, top)
