@@ -6,7 +6,7 @@ from trtkit.models.detection.boxes import BoxCoder
 from trtkit.models.detection.detector import Detector
 from trtkit.models.detection.fpn import resnet_fpn
 from trtkit.models.detection.heads import retinanet_head, ssd_head, ssdlite_head
-from trtkit.models.detection.postprocess import PostProcessing
+from trtkit.detect.params import PostProcessing
 from trtkit.models.detection.ssd_backbones import mobilenet_extractor, vgg16_extractor
 
 

@@ -15,32 +15,8 @@ softmax), and ``postprocess`` makes torchvision's list of ``{"boxes", "scores", 
 import torch
 
 from trtkit.errors import InputError
+from trtkit.detect.params import PostProcessing  # noqa: F401  (the record, owned by trtkit.detect)
 from trtkit.models.detection.nms import batched_nms
-
-
-class PostProcessing(object):
-    """The selection parameters of one detector (torchvision's names); ``per_level``: RetinaNet's candidates
-    (per feature map, all classes); else SSD's (per class, class 0 the background, never a detection)."""
-
-    def __init__(self, score_thresh, nms_thresh, detections_per_img, topk_candidates, per_level):
-        self.score_thresh = float(score_thresh)
-        self.nms_thresh = float(nms_thresh)
-        self.detections_per_img = int(detections_per_img)
-        self.topk_candidates = int(topk_candidates)
-        self.per_level = bool(per_level)
-
-    def with_overrides(self, **overrides):
-        values = dict(self.to_dict())
-        values.update((key, value) for key, value in overrides.items() if value is not None)
-        return PostProcessing(**values)
-
-    def to_dict(self):
-        return {"score_thresh": self.score_thresh, "nms_thresh": self.nms_thresh,
-                "detections_per_img": self.detections_per_img, "topk_candidates": self.topk_candidates,
-                "per_level": self.per_level}
-
-    def __repr__(self):
-        return "PostProcessing({})".format(", ".join("{}={}".format(k, v) for k, v in sorted(self.to_dict().items())))
 
 
 def _best(scores, limit):

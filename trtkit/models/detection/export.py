@@ -1,0 +1,70 @@
+"""A detector as trtkit exports it: the network up to ``decoded`` (``trtkit.detect.raw``), and its head record.
+
+``deployable(model)`` wraps a ``Detector`` so that ``forward`` returns the one ``decoded`` tensor
+``[N, A, 4 + C]`` (boxes, then class probabilities): that is what is exported, calibrated, quantized and
+verified, and the selection after it (candidates, NMS) is described by ``detection_head(model)``, recorded in
+the manifest and run by the backend or the host (``trtkit.detect``).
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from trtkit.detect.params import DetectionHead
+
+
+class DecodedDetector(nn.Module):
+    """``model.decoded`` as one tensor: ``cat([boxes, scores], -1)``. Carries the model's trtkit attributes."""
+
+    def __init__(self, model):
+        super(DecodedDetector, self).__init__()
+        self.detector = model
+        for name in ("trtkit_name", "num_classes", "input_contract", "detection_options", "trtkit_meta"):
+            if hasattr(model, name):
+                setattr(self, name, getattr(model, name))
+        self.detection_head = detection_head(model)
+
+    def forward(self, images):
+        boxes, scores = self.detector.decoded(images)
+        return torch.cat([boxes, scores], dim=-1)
+
+
+def deployable(model):
+    """What trtkit exports of a detector: ``DecodedDetector(model)`` (a wrapped one passes through)."""
+    return model if isinstance(model, DecodedDetector) else DecodedDetector(model)
+
+
+def _levels(model):
+    """(stride, anchors per location) per feature map, read from one pass at the contract's size and checked
+    against the model's own ``level_sizes`` at a second size (so a backbone whose grids do not follow the
+    rounding rule is refused here, not mis-split later)."""
+    generator = model.anchor_generator
+    if not hasattr(generator, "num_anchors_per_location"):
+        return None
+    size = model.input_contract.size if hasattr(model, "input_contract") else (320, 320)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)
+    step = model.size_divisible
+    padded = int(math.ceil(height / float(step))) * step
+    parameter = next(model.parameters())
+    with torch.no_grad():
+        probe = model._padded(torch.zeros(1, 3, height, width, dtype=parameter.dtype, device=parameter.device))
+        features = model.backbone(probe)
+    strides = [2 ** int(round(math.log(padded / float(f.shape[-2]), 2))) for f in features]
+    return list(zip(strides, generator.num_anchors_per_location()))
+
+
+def detection_head(model):
+    """The ``DetectionHead`` of a ``models.detection`` ``Detector``: classes, background (0 for the softmax
+    SSDs), post-processing, levels for per-level candidates, padding multiple."""
+    post = model.postprocessing
+    levels = _levels(model) if post.per_level else None
+    head = DetectionHead(model.num_classes, post, background=0 if model.activation == "softmax" else None,
+                         levels=levels, size_divisible=model.size_divisible)
+    if levels:
+        for height, width in ((96, 160), (200, 130)):
+            expected = [int(n) for n in model.level_sizes(height, width)]
+            if head.level_sizes(height, width) != expected:
+                raise ValueError("the levels' grids of {} do not follow strides {}: {} vs {} at {}x{}".format(
+                    type(model.backbone).__name__, levels, head.level_sizes(height, width), expected, height, width))
+    return head
