@@ -6,8 +6,6 @@ verified, and the selection after it (candidates, NMS) is described by ``detecti
 the manifest and run by the backend or the host (``trtkit.detect``).
 """
 
-import math
-
 import torch
 from torch import nn
 
@@ -36,21 +34,18 @@ def deployable(model):
 
 
 def _levels(model):
-    """(stride, anchors per location) per feature map, read from one pass at the contract's size and checked
+    """(stride, anchors per location) per feature map, read from one pass at 512 x 512 and checked
     against the model's own ``level_sizes`` at a second size (so a backbone whose grids do not follow the
     rounding rule is refused here, not mis-split later)."""
     generator = model.anchor_generator
     if not hasattr(generator, "num_anchors_per_location"):
         return None
-    size = model.input_contract.size if hasattr(model, "input_contract") else (320, 320)
-    height, width = (size, size) if isinstance(size, int) else tuple(size)
-    step = model.size_divisible
-    padded = int(math.ceil(height / float(step))) * step
+    probe_size = 512  # a multiple of every stride up to 512, so each grid is the size divided by its stride
     parameter = next(model.parameters())
     with torch.no_grad():
-        probe = model._padded(torch.zeros(1, 3, height, width, dtype=parameter.dtype, device=parameter.device))
-        features = model.backbone(probe)
-    strides = [2 ** int(round(math.log(padded / float(f.shape[-2]), 2))) for f in features]
+        features = model.backbone(torch.zeros(1, 3, probe_size, probe_size, dtype=parameter.dtype,
+                                              device=parameter.device))
+    strides = [probe_size // int(f.shape[-2]) for f in features]
     return list(zip(strides, generator.num_anchors_per_location()))
 
 
