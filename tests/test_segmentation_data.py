@@ -56,7 +56,7 @@ def test_a_mask_folder_streams_masks_as_labels(tmp_path):
     root = write_mask_folder(str(tmp_path / "seg"))
     contract = InputContract(size=(24, 32), resize="stretch", mean=(0.5,) * 3, std=(0.5,) * 3)
     selection = select(root, contract, split="all")
-    assert len(selection) == 10 and selection.masks is not None and selection.labels is None
+    assert len(selection) == 10 and selection.annotations is not None and selection.labels is None
     seen = 0
     for images, masks in selection.batches(4, progress=False):
         assert images.shape[1:] == (3, 24, 32) and masks.shape == (len(images), 24, 32)

@@ -106,7 +106,8 @@ def test_parse_names_aliases_and_tasks():
     assert tasks.parse("semantic_segmentation") is tasks.SEGMENTATION
     assert tasks.parse("classify") is tasks.CLASSIFICATION
     assert tasks.parse(tasks.SEGMENTATION) is tasks.SEGMENTATION
-    assert tasks.names() == ("classification", "segmentation")
+    assert tasks.parse("object-detection") is tasks.parse("detect") is tasks.DETECTION
+    assert tasks.names() == ("classification", "segmentation", "detection")
     assert sorted(tasks.TASKS) == sorted(tasks.names())
     assert all(tasks.TASKS[name].name == name for name in tasks.names())
 
@@ -116,8 +117,8 @@ def test_unknown_task_names_the_nearest():
         tasks.parse("segmentaton")
     assert "unknown task 'segmentaton'" in str(info.value) and "did you mean segmentation?" in str(info.value)
     with pytest.raises(InputError) as info:
-        tasks.parse("detection-of-things-nowhere")
-    assert "use one of classification, segmentation" in str(info.value)
+        tasks.parse("panoptic-things-nowhere")
+    assert "use one of classification, segmentation, detection" in str(info.value)
 
 
 def test_recorded_names_and_old_manifests():
@@ -223,12 +224,19 @@ def test_labels():
 
     class Selection(object):
         def __init__(self, labels=None, masks=None, class_names=None):
-            self.labels, self.masks, self.class_names = labels, masks, class_names
+            self.labels, self.annotations, self.class_names = labels, masks, class_names
+            self.holds = "masks" if masks is not None else "classes" if labels is not None else None
     assert c.usable_labels(Selection(per_image, class_names=list("ab")), 2, "d")
     assert not c.usable_labels(Selection(per_image, class_names=list("abc")), 2, "d")  # another class count
     assert not c.usable_labels(Selection(), 2, "d")
     assert s.usable_labels(Selection(masks=["m"]), 2, "d") and not s.usable_labels(Selection(per_image), 2, "d")
     assert (c.labels, s.labels) == ("classes", "masks")
+    d = tasks.DETECTION
+    boxes = Selection()
+    boxes.holds = "boxes"
+    assert d.usable_labels(boxes, 2, "d") and not d.usable_labels(Selection(masks=["m"]), 2, "d")
+    assert not s.usable_labels(boxes, 2, "d") and not c.usable_labels(boxes, 2, "d")
+    assert d.labels_of([1]) == [1] and d.labels_of(per_image) is None and d.labels == "boxes"
 
 
 def test_predict_and_serve():
@@ -268,7 +276,7 @@ def test_triton_note():
 def test_task_option_keeps_its_values_and_takes_aliases():
     from trtkit.pipeline.source import ModelOptions
     field = [f for f in ModelOptions.FIELDS if f.keyword == "task"][0]
-    assert list(field.flag["choices"]) == ["classification", "segmentation"]
+    assert list(field.flag["choices"]) == ["classification", "segmentation", "detection"]
     assert ModelOptions(task="seg").task == "segmentation"  # stored as the task's name, as manifests keep it
     with pytest.raises(InputError, match="unknown task"):
         ModelOptions(task="detect-all")

@@ -89,6 +89,8 @@ class MaskFiles(object):
     """The masks of a folder listing: ``read(pairs, contract)`` -> int64 (N, H, W) for (image, mask) relative
     paths, each mask checked to have its image's size."""
 
+    holds = "masks"  # what a listing's annotations are (Selection.holds)
+
     def __init__(self, root):
         self.root = root
 
@@ -117,6 +119,8 @@ class MaskFiles(object):
 
 class MaskRows(object):
     """The masks of a .npz: rows of an [N, H, W] member, read in row order (``arrays._NpzMember``)."""
+
+    holds = "masks"
 
     def __init__(self, member):
         self.member = member

@@ -18,12 +18,11 @@ from trtkit import log
 from trtkit.data.arrays import array_file, sample_reader
 from trtkit.data.cifar import cifar_reader, is_cifar_folder
 from trtkit.data.decode import FileReader
+from trtkit.data.folders import IMAGE_EXTENSIONS, SPLIT_DIRS  # noqa: F401  (IMAGE_EXTENSIONS: read from here too)
 from trtkit.errors import InputError
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm", ".tif", ".tiff", ".webp", ".gif")
 SPLITS = ("train", "heldout", "all")
 SHAPES = "shapes"  # the segmentation sample (data.shapes)
-SPLIT_DIRS = {"train": ("train",), "heldout": ("val", "valid", "validation", "test")}
 HELDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 _IGNORED_FILES = ("thumbs.db", "desktop.ini")
@@ -39,11 +38,13 @@ class Listing(object):
     of non-image files left out of a folder.
     """
 
-    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ()), masks=None,
+    def __init__(self, source, reader, items, labels=None, class_names=None, ignored=(0, ()), annotations=None,
                  own_split=False):
         self.source = source
         self.own_split = bool(own_split)  # train/ + val/ folders, CIFAR-10's batches: not a seeded 80/20 cut
-        self.masks = masks  # segmentation: (mask reader, one mask item per item), see data.masks
+        # per-image annotations: (reader, one item per image) whose read(items, contract) gives a batch's labels:
+        # masks (data.masks) or a BoxRecord per image (data.boxes)
+        self.annotations = annotations
         self.reader = reader
         self.items = items
         self.labels = labels
@@ -66,11 +67,14 @@ def list_source(source, split="all"):
         from trtkit.data.shapes import shapes_source
         reader, masks, names = shapes_source()
         listing = _split_rows(SHAPES, reader, None, names, split)
-        listing.masks = (masks, listing.items)
+        listing.annotations = (masks, listing.items)
         return listing
     path = os.path.expanduser(str(source))
     if not os.path.exists(path):
         raise InputError("data not found: {}".format(source), hint=_SOURCES_HINT)
+    from trtkit.data.boxes import box_format
+    if box_format(path) is not None:
+        return _box_listing(path, split)
     if is_cifar_folder(path):
         reader, labels, names = cifar_reader(path, split)
         return Listing(path, reader, np.arange(reader.count), labels, names, own_split=True)
@@ -80,10 +84,29 @@ def list_source(source, split="all"):
         reader, labels = array_file(path)
         if isinstance(labels, tuple):  # [N, H, W] masks: rows read beside the images'
             listing = _split_rows(path, reader, None, None, split)
-            listing.masks = (labels[0], listing.items)
+            listing.annotations = (labels[0], listing.items)
             return listing
         return _split_rows(path, reader, labels, None, split)
     raise InputError("cannot read data from {}".format(source), hint=_SOURCES_HINT)
+
+
+def _box_listing(path, split):
+    """The Listing of a data set with boxes (COCO, YOLO, VOC, .npz; ``data.boxes``): its images (files, or an
+    .npz's rows), each with its ``BoxRecord`` as the annotation. A format's own split (COCO's instances_val,
+    YOLO's images/val, VOC's ImageSets) is used as it is; otherwise the seeded 80/20 cut of every image."""
+    from trtkit.data.boxes import read_boxes
+    box_set = read_boxes(path, split)
+    if not len(box_set):
+        raise InputError("{} lists no images".format(path), hint="check the annotations point at the images")
+    positions = np.arange(len(box_set)) if box_set.own_split else split_positions(len(box_set), split)
+    if box_set.format == "npz":
+        reader, _ = array_file(path)
+        items = positions
+    else:
+        reader, images = FileReader(box_set.root), box_set.images
+        items = [images[i] for i in positions]
+    return Listing(path, reader, items, None, box_set.class_names, annotations=(box_set.labels_reader(), positions),
+                   own_split=box_set.own_split)
 
 
 def split_positions(count, split, seed=SPLIT_SEED):
@@ -182,7 +205,7 @@ def _folder(root, split):
         positions = split_positions(len(paired[0]), split)
         images = [paired[0][i] for i in positions]
         return Listing(root, FileReader(root), images,
-                       masks=(MaskFiles(root), [(paired[0][i], paired[1][i]) for i in positions]))
+                       annotations=(MaskFiles(root), [(paired[0][i], paired[1][i]) for i in positions]))
     tally = _Tally()
     heldout_dirs = [d for d in SPLIT_DIRS["heldout"] if os.path.isdir(os.path.join(root, d))]
     if os.path.isdir(os.path.join(root, "train")) and heldout_dirs:

@@ -80,10 +80,12 @@ class Selection(object):
         labels = listing.labels[positions] if listing.labels is not None else None
         self.class_names, self.labels = reconcile_classes(listing.class_names, labels, contract.class_names,
                                                           self.source)
-        self.masks, self._mask_items = None, None  # segmentation: batches() yields (N, H, W) masks as labels
-        if listing.masks is not None:
-            self.masks = listing.masks[0]
-            self._mask_items = [listing.masks[1][i] for i in positions]
+        # per-image annotations read beside the images, yielded as each batch's labels: (N, H, W) masks
+        # (data.masks) or a BoxRecord per image (data.boxes.BoxLabels)
+        self.annotations, self._annotation_items = None, None
+        if listing.annotations is not None:
+            self.annotations = listing.annotations[0]
+            self._annotation_items = [listing.annotations[1][i] for i in positions]
         self.ignored = listing.ignored
         self._skipped = collections.OrderedDict()
         self._reported = 0
@@ -96,6 +98,13 @@ class Selection(object):
     def names(self):
         """What each item is (a file path, 'file.npy[12]'), in order."""
         return [self._reader.name(item) for item in self._items]
+
+    @property
+    def holds(self):
+        """What the selection's labels are: "classes" (an int64 per image), "masks", "boxes", or None."""
+        if self.annotations is not None:
+            return self.annotations.holds
+        return "classes" if self.labels is not None else None
 
     def item_keys(self):
         """What identifies each chosen item in any split's listing of the same source (``select(exclude=)``)."""
@@ -139,15 +148,17 @@ class Selection(object):
                     for index, array in enumerate(images):
                         batch[index] = array
                     bar.advance(position + 1)
-                    if self.masks is not None:
-                        yield batch, self.masks.read([self._mask_items[r] for r in rows], self.contract)
+                    if self.annotations is not None:
+                        yield batch, self.annotations.read([self._annotation_items[r] for r in rows],
+                                                           self.contract)
                     else:
                         yield batch, (labels[rows] if labels is not None else None)
                     images, rows = [], []
         self._report()
 
     def load(self, progress=None):
-        """Every chosen image in memory: an ImageSet (float32 NCHW; labels: class indices, or masks)."""
+        """Every chosen image in memory: an ImageSet (float32 NCHW; labels: class indices, masks, or a list of
+        BoxRecords)."""
         images = np.empty((len(self),) + self.contract.shape, dtype=np.float32)
         labels, count = [], 0
         for batch, batch_labels in self.batches(256, progress):
@@ -157,7 +168,10 @@ class Selection(object):
                 labels.append(batch_labels)
         if count == 0:
             raise InputError("none of the {} images in {} is readable".format(len(self), self.source))
-        label_array = np.concatenate(labels) if labels else None  # class indices, or (N, H, W) masks
+        if labels and isinstance(labels[0], list):  # a BoxRecord per image
+            label_array = [record for batch_labels in labels for record in batch_labels]
+        else:  # class indices, or (N, H, W) masks
+            label_array = np.concatenate(labels) if labels else None
         return ImageSet(images[:count] if count < len(self) else images, label_array, self.identity,
                         self.class_names, self.source, self.skipped)
 

@@ -65,6 +65,9 @@ def judge(record, needed, miou_needed=None):
     elif short_of_miou:
         record["status"] = "failing"
         record["status_detail"] = short_of_miou
+    elif tasks.of(record["verify"].get("task")).accuracy_short(record):
+        record["status"] = "failing"
+        record["status_detail"] = tasks.of(record["verify"].get("task")).accuracy_short(record)
     elif miou_drop(record) is not None:
         record["status"] = "failing"
         record["status_detail"] = "mIoU {:.2%} is more than 1 point below FP32's {:.2%}".format(

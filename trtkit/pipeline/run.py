@@ -105,13 +105,13 @@ def _export(state):
     from trtkit.pipeline.source import read_exported_kind
     read_exported_kind(state.source.info, options.source, state.fp32_onnx)
     reference = torch_logits(model, images, options.batch_size)
-    comparison = _comparison(state.source.info)
+    comparison = _comparison(state.source.info, state.selection)
     diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
                                       comparison=comparison)
     log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
-             "{} agreement {:.2%} on {} images ({:.1f}s)".format(
-                 state.name, exporter, opset, diff, agreement_name(comparison.result()), agreement, len(images),
-                 time.time() - start))
+             "{} agreement {} on {} images ({:.1f}s)".format(
+                 state.name, exporter, opset, diff, agreement_name(comparison.result()),
+                 "n/a" if agreement is None else "{:.2%}".format(agreement), len(images), time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
             "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
 
@@ -179,7 +179,7 @@ def _verify_all(state, records):
                 _not_run(record, "failing", "the runtime refused this variant: {}".format(exc.args[0]),
                          "trtkit wrote this graph: please report it; the other variants go on")
                 continue
-            runners[record["name"]] = (runner, _comparison(state.source.info))
+            runners[record["name"]] = (runner, _comparison(state.source.info, state.selection))
         if not runners:
             return summary
         reference = _reference_runner(state, stack)
@@ -223,10 +223,11 @@ def _not_run(record, status, detail, note):
     log.warn("{}: {} ({})".format(record["name"], detail, note))
 
 
-def _comparison(info):
-    """The streamed comparison for the model's task (``Task.comparison_for``: per image, ``verify.Comparison``, or
-    per pixel, ``dense.DenseComparison``), by the output kind's decision rule."""
-    return tasks.of(info.get("task")).comparison_for(info.get("output_kind"))
+def _comparison(info, selection=None):
+    """The streamed comparison for the model's task (``Task.comparison_for``: per image, ``verify.Comparison``;
+    per pixel, ``dense.DenseComparison``; per object, ``detections.DetectionComparison``), by the output kind's
+    decision rule."""
+    return tasks.of(info.get("task")).comparison_for(info.get("output_kind"), info, selection)
 
 
 def _time_all(state, records, runners):

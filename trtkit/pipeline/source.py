@@ -295,14 +295,22 @@ def _torch_source(options):
     model.input_contract = contract = resolve(model.input_contract, options.input_overrides(), TORCH_INPUT,
                                               what=model.trtkit_name)
     task = getattr(model, "task", None) or tasks.DEFAULT.name
+    head = getattr(model, "detection_head", None)  # a detector: its decoded scores are probabilities
     # a one-logit head is binary, as the module path reads it (measured: an EfficientNet-B0 checkpoint with a
     # one-logit head was refused on the command line and took 1 class with --output-kind binary-logit)
-    output_kind = _output_kind(options.output_kind or ("binary-logit" if model.num_classes == 1 else "logits"),
+    output_kind = _output_kind(options.output_kind or ("probabilities" if head is not None else
+                                                       "binary-logit" if model.num_classes == 1 else "logits"),
                                model.num_classes, model.trtkit_name, options.threshold)
     num_classes = output_kind.classes(model.num_classes)
     info = {"name": model.trtkit_name, "source": kind, "checkpoint": os.path.abspath(path),
             "sha256": sha256_file(path), "num_classes": num_classes, "stem": getattr(model, "stem", None),
             "input": contract.to_dict(), "task": task, "output_kind": output_kind.name}
+    if head is not None:
+        info["detection"] = head.to_dict()
+        if options.image_sizes:
+            raise InputError("--image-sizes is not available for detectors yet: their anchors are fixed to the "
+                             "input size at export", hint="drop --image-sizes, or set --input-size to the size "
+                             "you run at")
     trained_on = (getattr(model, "trtkit_meta", None) or {}).get("dataset")
     if trained_on:  # what trtkit train (or the sample) learned from: its train part is never verified on
         info["trained_on"] = str(trained_on)
@@ -317,6 +325,9 @@ def _checkpoint_model(options):
     from trtkit.models.classifiers import load_model, read_checkpoint
     from trtkit.models.segmentation import infer_segmentation_layout, load_segmentation_model
     state, meta = read_checkpoint(options.checkpoint)
+    detector = _detection_checkpoint(options, state, meta)
+    if detector is not None:
+        return detector
     layout = infer_segmentation_layout(state)
     found = tasks.SEGMENTATION if layout else tasks.CLASSIFICATION  # what the state_dict's layout is of
     asked = tasks.parse(options.task) if options.task else \
@@ -332,6 +343,28 @@ def _checkpoint_model(options):
         return deployable_model(load_segmentation_model(options.model, options.checkpoint, state, meta, layout,
                                                         num_classes=options.num_classes))
     return load_model(options.model, options.checkpoint, num_classes=options.num_classes, parts=(state, meta))
+
+
+def _detection_checkpoint(options, state, meta):
+    """The deployable detector of a detection checkpoint (``models.detection``'s layouts), None for another
+    layout; refused in one line when ``--task`` asks for another task than its layout's, or detection for a
+    checkpoint that is no detector."""
+    from trtkit.models.detection import infer_detection_layout
+    layout = infer_detection_layout(state)
+    asked = tasks.parse(options.task) if options.task else \
+        tasks.of_model_name(options.model) if options.model else None
+    if layout is None:
+        if asked == tasks.DETECTION:
+            raise ModelMismatch("{} is not a detection checkpoint (no RetinaNet, SSD300 or SSDlite layout)".format(
+                options.checkpoint), hint="pass a torchvision-layout detector, or --onnx for other models")
+        return None
+    if asked is not None and asked != tasks.DETECTION:
+        raise ModelMismatch("{} is a {} detection checkpoint".format(options.checkpoint, layout[0]),
+                            hint="drop --task {} (or pass a {} checkpoint)".format(asked.name, asked.name))
+    from trtkit.models.detection.checkpoint import load_detection_model
+    from trtkit.models.detection.export import deployable
+    return deployable(load_detection_model(options.model, options.checkpoint, state, meta, layout,
+                                           num_classes=options.num_classes))
 
 
 def deployable_model(model):

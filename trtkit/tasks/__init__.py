@@ -17,9 +17,10 @@ import difflib
 from trtkit.errors import InputError
 from trtkit.tasks.base import Task, resolve  # noqa: F401  (the base, for the task modules and callers)
 from trtkit.tasks.classification import CLASSIFICATION
+from trtkit.tasks.detection import DETECTION
 from trtkit.tasks.segmentation import SEGMENTATION
 
-_ALL = (CLASSIFICATION, SEGMENTATION)  # the order of --task's choices
+_ALL = (CLASSIFICATION, SEGMENTATION, DETECTION)  # the order of --task's choices
 TASKS = dict((task.name, task) for task in _ALL)
 DEFAULT = CLASSIFICATION  # what a model is when nothing says otherwise (and manifests before the task)
 _ALIASES = dict((alias, task) for task in _ALL for alias in (task.name,) + tuple(task.aliases))

@@ -84,8 +84,9 @@ class Task(object):
         """The ``trtkit.app`` class ``trtkit.load`` returns for a build of this task."""
         return resolve(self.app)
 
-    def comparison_for(self, output_kind):
-        """The streamed comparison with FP32 that verifies a variant (``output_kind``: the decision rule)."""
+    def comparison_for(self, output_kind, info=None, selection=None):
+        """The streamed comparison with FP32 that verifies a variant (``output_kind``: the decision rule;
+        ``info``: the manifest's model record and ``selection`` the held-out data, for a task that needs them)."""
         return resolve(self.comparison)(output_kind)
 
     def sample_model(self):
@@ -110,6 +111,11 @@ class Task(object):
     def agreement_name(self, kind):
         """What the agreement counts, for an output of ``kind`` (a ``trtkit.outputs.OutputKind``)."""
         raise NotImplementedError
+
+    def accuracy_short(self, record):
+        """Why a verified variant's figure against the labels is too far below FP32's for this task's gate
+        (a detector's mAP), or None (no such gate here; segmentation's mIoU gates are ``pipeline.gate``'s)."""
+        return None
 
     def metric_label(self, metric):
         """How ``--precision auto``'s budget ``metric`` ("accuracy", "agreement") reads in logs and reports."""

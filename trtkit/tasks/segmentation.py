@@ -70,7 +70,7 @@ class Segmentation(Task):
         return labels if labels is not None and labels.ndim == 3 else None
 
     def usable_labels(self, selection, num_classes, data):
-        if selection.masks is None:
+        if selection.holds != "masks":
             log.info("{} has no masks (images/ + masks/ with the same names): verification reports pixel "
                      "agreement with FP32, not mIoU against ground truth".format(data))
             return False

@@ -118,6 +118,8 @@ class BoxLabels(object):
     listing reads per batch beside its images, as ``masks.MaskFiles`` reads masks. Records keep the original
     image's pixels; ``geometry.input_boxes(record, contract)`` puts them in the model input."""
 
+    holds = "boxes"  # what a listing's annotations are (Selection.holds)
+
     def __init__(self, box_set):
         self.box_set = box_set
 

@@ -41,7 +41,7 @@ def _walk(folder):
 
 def _split_folder(root, split):
     """The sub-folder of images/ (and labels/) holding ``split``, '' for all of it; own split or not."""
-    from trtkit.data.sources import SPLIT_DIRS
+    from trtkit.data.folders import SPLIT_DIRS
     images = os.path.join(root, "images")
     heldout = [d for d in SPLIT_DIRS["heldout"] if os.path.isdir(os.path.join(images, d))]
     if split == "all" or not (os.path.isdir(os.path.join(images, "train")) and heldout):
@@ -52,7 +52,7 @@ def _split_folder(root, split):
 def read_yolo(root, split="all", class_names=None, contract=None, tolerance=EDGE_TOLERANCE):
     """The ``BoxSet`` of a YOLO folder ``root`` (module doc); ``split``: 'train', 'heldout' (the folder's own
     sub-folders, when it has them; otherwise all images, ``own_split`` False) or 'all'."""
-    from trtkit.data.sources import IMAGE_EXTENSIONS
+    from trtkit.data.folders import IMAGE_EXTENSIONS
     contract = contract_or_default(contract)
     part, own = _split_folder(root, split)
     images_dir, labels_dir = os.path.join(root, "images", part), os.path.join(root, "labels", part)

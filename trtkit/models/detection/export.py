@@ -22,6 +22,7 @@ class DecodedDetector(nn.Module):
             if hasattr(model, name):
                 setattr(self, name, getattr(model, name))
         self.detection_head = detection_head(model)
+        self.task = "detection"  # what pipeline.source records (tasks.DETECTION's name)
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)

@@ -1,0 +1,100 @@
+"""Object detection: boxes, classes and scores per object, from a detector's ``decoded`` output.
+
+The network trtkit exports, calibrates and quantizes ends at one ``decoded`` tensor ``[N, A, 4 + C]``
+(``trtkit.detect.raw``: every anchor's box and class probabilities); the selection after it (candidates, NMS,
+detections per image) is the ``DetectionHead`` in the manifest, run by the backend or the host
+(``trtkit.detect``). Verified against FP32's detections (``pipeline.detections.DetectionComparison``: matched
+F1 at IoU 0.5, mean IoU, score shift) and, with boxes, by COCO mAP (a maintained evaluator); its gates below.
+"""
+
+from trtkit import log
+from trtkit.errors import InputError
+from trtkit.tasks.base import Task
+
+SAMPLE = "retinanet_sample"  # the built-in sample's architecture (models.sample)
+
+# the F1 agreement with FP32's detections (IoU 0.5, scores >= pipeline.detections.AGREEMENT_SCORE) a variant
+# needs, unless --min-agreement sets it: FP16 moves a score across the display threshold now and then, INT8
+# more often (its boxes stay: the decoding and the activation are FP32 in every variant)
+MIN_F1_AGREEMENT = {"fp16": 0.97, "int8": 0.90, "mixed": 0.90}
+# the mAP@[.5:.95] (0-1) a variant may lose against FP32's on the boxes, per precision: half a point for FP16,
+# two for INT8 (what the published INT8 detectors lose when calibrated well; plain INT8 of a head loses tens)
+MAX_MAP_DROP = {"fp16": 0.005, "int8": 0.02, "mixed": 0.02}
+
+
+class Detection(Task):
+    name = "detection"
+    aliases = ("detect", "detector", "object-detection", "det")
+    summary = "boxes, classes and scores per object from a detector's decoded boxes and class scores"
+    dense = False
+    class_axis = -1  # the score columns after the 4 box columns (detect.raw)
+    multilabel = False
+    flat = False
+    output_text = "[N, anchors, 4 + classes] decoded boxes and scores (detection)"
+    labels = "boxes"
+    accuracy_name = "mAP"
+    agreement_columns = (("F1 vs FP32", "f1_agreement"), ("score shift", "agreement_mean_score_shift"))
+    budget_labels = {"accuracy": "mAP@[.5:.95]", "agreement": "F1 agreement with FP32's detections"}
+    min_agreement = MIN_F1_AGREEMENT
+    sample_name = SAMPLE
+    sample_title = "the detection sample"
+    sample_data = "shape-boxes"  # data.shape_boxes: drawn shapes with their boxes
+    predict_verb = "detecting"
+    draws = "boxes"
+    architectures = "trtkit.models.detection:is_detection_name"
+    app = "trtkit.app.detector:Detector"
+    comparison = "trtkit.pipeline.detections:DetectionComparison"
+    sample = "trtkit.models.sample:sample_detection_model"
+    predict = "trtkit.commands.predict_boxes:detect_files"
+
+    def recognises(self, dims):
+        """Never from dims alone: [N, A, 4 + C] is also a sequence model's output; a detector is said
+        (``--task detection``, a detection checkpoint, a trtkit manifest)."""
+        return False
+
+    def sample_model(self):
+        """The sample as exported: ``models.detection.export.deployable`` (one ``decoded`` tensor)."""
+        from trtkit.tasks.base import resolve
+        model, path = Task.sample_model(self)
+        return resolve("trtkit.models.detection.export:deployable")(model), path
+
+    def comparison_for(self, output_kind, info=None, selection=None):
+        """``DetectionComparison`` with the manifest's head, the model's contract and, when ``selection`` has
+        boxes, which data class each model class is."""
+        from trtkit.contract import InputContract
+        from trtkit.detect.params import DetectionHead
+        from trtkit.pipeline.detections import DetectionComparison, data_labels
+        if not info or not info.get("detection"):
+            raise InputError("the model record has no detection head", hint="build the detector with this trtkit")
+        head = DetectionHead.from_dict(info["detection"])
+        contract = InputContract.from_dict(info["input"])
+        return DetectionComparison(head, contract, data_labels(head, contract.class_names, selection), output_kind)
+
+    def labels_of(self, labels):
+        """A BoxRecord per image; other labels are no boxes."""
+        return labels if isinstance(labels, list) else None
+
+    def usable_labels(self, selection, num_classes, data):
+        if selection.holds != "boxes":
+            log.info("{} has no boxes (COCO JSON, YOLO labels/, VOC Annotations/ or an .npz with boxes): "
+                     "verification reports agreement with FP32's detections, not mAP".format(data))
+            return False
+        return True
+
+    def agreement_name(self, kind):
+        return "F1 (detections)"
+
+    def accuracy_short(self, record):
+        """Why a variant's mAP is too far below FP32's (``MAX_MAP_DROP``), or None."""
+        verify = record["verify"]
+        limit = MAX_MAP_DROP.get(record["precision"])
+        if limit is None or verify.get("map") is None or verify.get("reference_map") is None:
+            return None
+        drop = verify["reference_map"] - verify["map"]
+        if drop <= limit + 1e-12:
+            return None
+        return "mAP {:.3f} is {:.1f} points below FP32's {:.3f} (at most {:g})".format(
+            verify["map"], 100 * drop, verify["reference_map"], 100 * limit)
+
+
+DETECTION = Detection()
