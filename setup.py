@@ -30,6 +30,8 @@ EXTRAS = {
     "serve": ["nvidia-pytriton; python_version>='3.8'", "pillow"],
     # the optional OpenVINO backend (CPU) and NNCF for benchmarks/openvino_compare.py; Python 3.9+ only
     "openvino": ["openvino>=2023.1; python_version>='3.9'", "nncf; python_version>='3.9'"],
+    # mAP against boxes (trtkit.detect.metrics); faster-coco-eval, when installed, is used first
+    "detection": ["pycocotools"],
     # desktop GPU images (docker/desktop): TensorRT and torch come from the NGC base image
     "gpu": ["onnx>=1.10", "onnxruntime-gpu>=1.10", "pillow", "scikit-learn", "onnxscript; python_version>='3.9'"],
 }

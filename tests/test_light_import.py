@@ -10,7 +10,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCKED = ["torch", "onnx", "onnxruntime", "onnxscript", "tensorrt", "tensorrt_rtx", "PIL", "sklearn",
-           "matplotlib", "tritonclient", "google.protobuf", "pycuda", "torch2trt", "cuda", "openvino", "nncf"]
+           "matplotlib", "tritonclient", "google.protobuf", "pycuda", "torch2trt", "cuda", "openvino", "nncf",
+           "pycocotools", "faster_coco_eval"]
 
 PRELUDE = """
 import sys

@@ -25,6 +25,8 @@ _KNOWN = {
     "pytriton": ("nvidia-pytriton", "serve"),
     "openvino": ("openvino", "openvino"),
     "nncf": ("nncf", "openvino"),
+    "pycocotools": ("pycocotools", "detection"),
+    "faster_coco_eval": ("faster-coco-eval", None),  # optional, used first: the same COCO evaluation in C++
     "yaml": ("pyyaml", None),  # a data.yaml in a form trtkit's own reader leaves to it (data.boxes.names)
 }
 

@@ -13,7 +13,10 @@ with). Modules, one job each:
 - ``records``: ``Detections``, one image's answer (boxes, scores, labels);
 - ``select``: the host post-processing in numpy (candidates, NMS, best per image), as torchvision selects;
 - ``onnx_nms``: the same selection appended to an ONNX graph, for runtimes that run NonMaxSuppression;
-- ``metrics``: mAP against boxes (a maintained COCO evaluator) and agreement with FP32's detections.
+- ``metrics``: ``CocoMap``, COCO's mAP against boxes, computed by a maintained evaluator (faster-coco-eval or
+  pycocotools, imported when the result is asked for);
+- ``agreement``: ``DetectionAgreement``, a variant's detections against FP32's (matched F1, IoU, score shift),
+  for verification without labels.
 
 Only numpy is imported here (``import trtkit`` stays light); torch is never needed.
 """
