@@ -86,36 +86,43 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
                     DYNAMO_MIN_OPSET, dynamo_opset), hint="use --exporter torchscript (or auto) for this opset")
             use_dynamo = False
     opset = choose_opset(torch.__version__, tensorrt_version, opset, dynamo=use_dynamo)
-    axes = _dynamic_axes(torch, model, example, image_sizes)
+    output = output_name(model)
+    axes = _dynamic_axes(torch, model, example, image_sizes, output)
     with atomic_path(path) as tmp:
         if use_dynamo:
             try:
-                used = _export_dynamo(torch, model, example, tmp, opset, image_sizes)
+                used = _export_dynamo(torch, model, example, tmp, opset, image_sizes, output)
             except Exception as exc:
                 if exporter == "dynamo":
                     raise
                 log.warn("the torch.export-based exporter failed ({}); using the TorchScript one".format(
                     first_line(exc, 160)))
                 used = _export_torchscript(torch, model, example, tmp,
-                                           choose_opset(torch.__version__, tensorrt_version, requested), axes)
+                                           choose_opset(torch.__version__, tensorrt_version, requested), axes, output)
         else:
-            used = _export_torchscript(torch, model, example, tmp, opset, axes)
+            used = _export_torchscript(torch, model, example, tmp, opset, axes, output)
         _finish(tmp, contract)
         if image_sizes:
             _check_runs_at(tmp, example, image_sizes[0])
     return used
 
 
-def _dynamic_axes(torch, model, example, image_sizes):
+def output_name(model):
+    """The exported output's name: the model's own (``output_name``: a detector's ``decoded``), else
+    ``OUTPUT_NAME``."""
+    return getattr(model, "output_name", None) or OUTPUT_NAME
+
+
+def _dynamic_axes(torch, model, example, image_sizes, output=OUTPUT_NAME):
     """TorchScript's ``dynamic_axes``: the batch; with ``image_sizes`` H and W of the input, and of the output
     when it is a map at the input's size (a segmentation model)."""
-    axes = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}
+    axes = {INPUT_NAME: {0: "batch"}, output: {0: "batch"}}
     if image_sizes:
         axes[INPUT_NAME].update({2: "height", 3: "width"})
         with torch.no_grad():
             out = model(example[:1])
         if hasattr(out, "dim") and out.dim() == 4 and tuple(out.shape[2:]) == tuple(example.shape[2:]):
-            axes[OUTPUT_NAME].update({2: "height", 3: "width"})
+            axes[output].update({2: "height", 3: "width"})
     return axes
 
 
@@ -132,9 +139,9 @@ def _check_runs_at(path, example, size):
             hint="this model may need a fixed image size: drop --image-sizes, or raise its smallest size")
 
 
-def _export_torchscript(torch, model, example, path, opset, axes=None):
-    kwargs = dict(input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], opset_version=opset,
-                  dynamic_axes=axes or {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}}, do_constant_folding=True)
+def _export_torchscript(torch, model, example, path, opset, axes=None, output=OUTPUT_NAME):
+    kwargs = dict(input_names=[INPUT_NAME], output_names=[output], opset_version=opset,
+                  dynamic_axes=axes or {INPUT_NAME: {0: "batch"}, output: {0: "batch"}}, do_constant_folding=True)
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False
     with warnings.catch_warnings():
@@ -144,7 +151,7 @@ def _export_torchscript(torch, model, example, path, opset, axes=None):
     return "torchscript", opset
 
 
-def _export_dynamo(torch, model, example, path, opset, image_sizes=None):
+def _export_dynamo(torch, model, example, path, opset, image_sizes=None, output=OUTPUT_NAME):
     batch = torch.export.Dim("batch", min=1, max=4096)
     shapes = {0: batch}
     if image_sizes:
@@ -161,7 +168,7 @@ def _export_dynamo(torch, model, example, path, opset, image_sizes=None):
             warnings.simplefilter("ignore")
             with torch.no_grad():
                 torch.onnx.export(model, (example,), path, dynamo=True, input_names=[INPUT_NAME],
-                                  output_names=[OUTPUT_NAME], opset_version=opset,
+                                  output_names=[output], opset_version=opset,
                                   dynamic_shapes=(shapes,), external_data=False, verbose=False,
                                   report=False)
     finally:

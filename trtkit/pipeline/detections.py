@@ -43,8 +43,9 @@ class DetectionComparison(object):
         self.agreement = DetectionAgreement()
         self.variant_map = self.reference_map = None
         if labels is not None:
-            from trtkit.detect.metrics import MapAccumulator
-            self.variant_map, self.reference_map = MapAccumulator(), MapAccumulator()
+            from trtkit.detect.metrics import CocoMap
+            self.variant_map, self.reference_map = CocoMap(), CocoMap()
+        self.mapped_images = 0
         self.max_diff = 0.0
         self.sum_diff = 0.0
         self.elements = 0
@@ -74,35 +75,40 @@ class DetectionComparison(object):
         """Add one image to both mAPs: detections in the data's classes, in the image's pixels."""
         from trtkit.data.boxes.geometry import boxes_to_original
         from trtkit.data.preprocess import placement
+        from trtkit.detect.records import Detections
         placed = placement(record.size, self.contract)
         for accumulator, found in ((self.variant_map, variant), (self.reference_map, fp32)):
             classes = self.labels[found.labels] if len(found) else found.labels
             keep = classes >= 0
             boxes = boxes_to_original(found.boxes[keep], record.size, placed) if keep.any() else \
                 np.zeros((0, 4), np.float32)
-            from trtkit.detect.records import Detections
-            mine = Detections(boxes, found.scores[keep], classes[keep])
-            accumulator.add(record.image_id, record.boxes, record.labels, record.ignore, mine)
+            accumulator.update(self.mapped_images, record.boxes, record.labels,
+                               Detections(boxes, found.scores[keep], classes[keep]), record.iscrowd,
+                               record.difficult)
+        self.mapped_images += 1  # the key: an image's position (COCO ids may repeat across a folder's sets)
 
     def result(self):
         agreement = self.agreement.result()
-        record = {"images": self.images, "task": "detection", "decision": "detections", "metric": "map",
+        record = {"images": self.images, "task": "detection", "decision": self.kind or "probabilities", "metric": "map",
                   "max_abs_diff": self.max_diff, "mean_abs_diff": self.sum_diff / self.elements if self.elements
                   else 0.0, "accuracy": None, "reference_accuracy": None, "agreement_score": AGREEMENT_SCORE,
                   "postprocessing": self.head.postprocessing.to_dict()}
-        record.update(("agreement_" + key if not key.startswith("agreement") else key, value)
-                      for key, value in agreement.items() if key != "intervals")
+        for key in ("precision", "recall", "mean_iou", "mean_score_shift", "max_abs_score_shift",
+                    "image_agreement", "images_with_reference", "empty_reference", "match_iou"):
+            record["agreement_" + key] = agreement.get(key)
+        record["counts"] = agreement.get("counts")
         record["f1_agreement"] = record["top1_agreement"] = agreement.get("f1")
         intervals = {}
         if agreement.get("intervals"):
             intervals.update(agreement["intervals"])
             if "f1" in intervals:
                 intervals["top1_agreement"] = intervals["f1"]
-        if self.variant_map is not None and self.variant_map.images:
+        if self.variant_map is not None and self.mapped_images:
             mine, theirs = self.variant_map.result(), self.reference_map.result()
-            record.update(map=mine["map"], map50=mine["map50"], reference_map=theirs["map"],
+            record.update(map=mine["map"], map50=mine["map50"], map75=mine["map75"], reference_map=theirs["map"],
                           reference_map50=theirs["map50"], accuracy=mine["map"], reference_accuracy=theirs["map"],
-                          evaluator=mine.get("evaluator"), ground_truth_boxes=mine.get("ground_truth_boxes"))
+                          class_ap=mine["class_ap"], evaluator=mine.get("evaluator"),
+                          ground_truth_boxes=mine.get("ground_truth_boxes"), map_detections=mine.get("detections"))
         if intervals:
             record["intervals"] = intervals
         return record

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from trtkit.detect.params import DetectionHead
+from trtkit.detect.raw import OUTPUT_NAME
 
 
 class DecodedDetector(nn.Module):
@@ -23,6 +24,7 @@ class DecodedDetector(nn.Module):
                 setattr(self, name, getattr(model, name))
         self.detection_head = detection_head(model)
         self.task = "detection"  # what pipeline.source records (tasks.DETECTION's name)
+        self.output_name = OUTPUT_NAME  # the exported output's name (onnx.export.output_name)
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)
