@@ -73,7 +73,8 @@ class Detector(nn.Module):
     def postprocess(self, boxes, scores, level_sizes=None):
         """torchvision's detections from ``decoded``'s outputs (``postprocess.postprocess``); RetinaNet needs
         ``level_sizes`` (``self.level_sizes(H, W)`` of the input's size) and raises ``InputError`` without."""
-        return postprocess(boxes, scores, self.postprocessing, level_sizes)
+        return postprocess(boxes, scores, self.postprocessing, level_sizes,
+                           background=0 if self.activation == "softmax" else None)
 
     def forward(self, images):
         boxes, scores, level_sizes = self._decode(images)
