@@ -22,6 +22,8 @@ class DecodedDetector(nn.Module):
             if hasattr(model, name):
                 setattr(self, name, getattr(model, name))
         self.detection_head = detection_head(model)
+        self.train(model.training)  # a new module trains by default: an exporter that restores the mode would
+        # otherwise put an eval() model's BatchNorms in training mode afterwards
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)
