@@ -56,20 +56,25 @@ class DetectionComparison(object):
         if outputs.shape != reference.shape:
             raise VerificationFailed("the variant's output shape {} differs from the FP32 reference's {}".format(
                 outputs.shape, reference.shape), hint="the artifact was not built from this model: rebuild it")
-        from trtkit.detect.select import select_decoded
-        height, width = self.contract.height, self.contract.width
-        got = select_decoded(outputs, self.head, height, width)
-        expected = select_decoded(reference, self.head, height, width)
         diff = np.abs(outputs - reference)
         if diff.size:
             self.max_diff = max(self.max_diff, float(diff.max()))
             self.sum_diff += float(diff.sum(dtype=np.float64))
             self.elements += int(diff.size)
+        self.update_detections(self.select(outputs), self.select(reference), records)
+
+    def select(self, decoded):
+        """Each image's detections of a ``decoded`` batch, by the head (the host reference, ``detect.select``)."""
+        from trtkit.detect.select import select_decoded
+        return select_decoded(decoded, self.head, self.contract.height, self.contract.width)
+
+    def update_detections(self, got, expected, records=None):
+        """Add images whose detections are already selected: the variant's and FP32's, one per image."""
         for position, (variant, fp32) in enumerate(zip(got, expected)):
             self.agreement.update(variant.above(AGREEMENT_SCORE), fp32.above(AGREEMENT_SCORE))
             if self.labels is not None and records is not None:
                 self._score(records[position], variant, fp32)
-        self.images += int(outputs.shape[0])
+        self.images += len(got)
 
     def _score(self, record, variant, fp32):
         """Add one image to both mAPs: detections in the data's classes, in the image's pixels."""

@@ -322,7 +322,8 @@ def _build_into(options, folder):
                                              gate=threshold(state.options, state.source.info.get("task"), "mixed"),
                                              miou_gate=miou_threshold(state.options, state.source.info.get("task"),
                                                                       "mixed"),
-                                             tune_selection=state.plan.tune.selection)
+                                             tune_selection=state.plan.tune.selection,
+                                             model_info=state.source.info)
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)

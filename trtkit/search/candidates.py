@@ -16,7 +16,7 @@ from trtkit.search.tune import evaluate, load_tune_set, score
 
 
 def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None, miou_gate=None,
-                    tune_selection=None):
+                    tune_selection=None, model_info=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
     (candidates, search record for the manifest). ``gate``: the agreement with FP32 a quantized variant's
@@ -25,7 +25,7 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=
     the calibration images where others are left), else drawn from the train split."""
     from trtkit.search.sensitivity import layer_sensitivity
     tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task,
-                         selection=tune_selection)
+                         selection=tune_selection, model_info=model_info)
     reference = score(tune.reference, tune)
     choose_tune_metric(tune, reference, num_classes)
     fp32 = maker.fp32()

@@ -25,7 +25,7 @@ class TuneSet(object):
     tune split at 512x512 would take gigabytes), ``labels`` are masks, agreement is per pixel and the
     accuracy is the mIoU against the masks."""
 
-    def __init__(self, images, labels, reference, identity, kind=None, dense=False):
+    def __init__(self, images, labels, reference, identity, kind=None, dense=False, detections=None):
         from trtkit.outputs import LOGITS, OutputKind
         self.images = images
         self.labels = labels
@@ -33,6 +33,10 @@ class TuneSet(object):
         self.identity = identity
         self.kind = OutputKind.parse(kind) if kind is not None else LOGITS
         self.dense = bool(dense)
+        # a detector: the comparison that selects and scores its detections (pipeline.detections), given a fresh
+        # one per graph by ``detections()``; ``reference`` then holds FP32's detections per image, ``labels`` the
+        # BoxRecords
+        self.detections = detections
         self.forced_metric = None
 
     @property
@@ -49,9 +53,10 @@ class TuneSet(object):
         self.forced_metric = metric
 
 
-def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None, selection=None):
+def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, task=None, selection=None,
+                  model_info=None):
     """The TuneSet of ``selection`` (the build's ``data.plan``), else of ``count`` images drawn seeded from the
-    train split of ``source``."""
+    train split of ``source``. ``model_info``: the manifest's model record (a detector's head is there)."""
     from trtkit.data import select
     from trtkit.outputs import LOGITS, OutputKind
     kind = OutputKind.parse(kind) if kind is not None else LOGITS
@@ -60,6 +65,14 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
     imageset = selection.load(progress=False)
     task = tasks.of(task)
     labels = task.labels_of(imageset.labels)  # class labels, or masks (a folder's per-image labels are none)
+    if task.labels == "boxes":  # a detector: scored on its selected detections
+        def comparison():
+            return task.comparison_for(kind.name, model_info, selection)
+        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, detections=comparison)
+        tune.reference = outputs_of(fp32_onnx, tune, batch_size)
+        if tune.labels is not None and comparison().labels is None:
+            tune.labels = None
+        return tune
     if task.dense:
         tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True)
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
@@ -74,6 +87,9 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
 def outputs_of(model, tune, batch_size=32):
     """What ``score`` takes from an ONNX graph on the tune images: its logits, or for a dense model its
     decision maps (int16, one batch of scores in memory at a time)."""
+    if tune.detections is not None:  # each image's Detections, selected batch by batch
+        select = tune.detections().select
+        return logits_of(model, tune.images, batch_size, decide=select)
     if not tune.dense:
         return logits_of(model, tune.images, batch_size)
     return logits_of(model, tune.images, batch_size, decide=lambda out: tune.kind.decide(out).astype(np.int16))
@@ -103,6 +119,8 @@ def logits_of(model, images, batch_size=32, decide=None):
             chunk = np.concatenate([chunk, np.zeros((size - real,) + chunk.shape[1:], np.float32)])
         out = np.asarray(session.run(None, {name: chunk})[0], np.float32)
         outputs.append(decide(out)[:real] if decide is not None else out.reshape(len(chunk), -1)[:real])
+    if outputs and isinstance(outputs[0], list):  # per-image records (a detector's Detections)
+        return [item for part in outputs for item in part]
     return np.concatenate(outputs)
 
 
@@ -111,12 +129,23 @@ def score(logits, tune):
     model's decision rule (a multi-label image agrees when all its labels do). For a dense model ``logits``
     are decision maps (``outputs_of``): agreement per pixel, ``miou_vs_reference`` against FP32's decision maps
     (``dense.visible_miou``), accuracy the mIoU against the masks."""
+    if tune.detections is not None:
+        return _detection_score(logits, tune)
     if tune.dense:
         return _dense_score(logits, tune)
     got, expected = tune.kind.decide(logits), tune.kind.decide(tune.reference)
     same = np.all(got == expected, axis=1) if tune.kind.multilabel else got == expected
     accuracy = float(np.mean(got == tune.labels)) if tune.labels is not None else None
     return {"agreement": float(np.mean(same)), "accuracy": accuracy}
+
+
+def _detection_score(found, tune):
+    """A detector's tune figures: agreement the F1 with FP32's detections (0 where FP32 found nothing: no
+    candidate can be told good then), accuracy the mAP against the boxes (None without)."""
+    comparison = tune.detections()
+    comparison.update_detections(found, tune.reference, tune.labels)
+    result = comparison.result()
+    return {"agreement": result["top1_agreement"] or 0.0, "accuracy": result["accuracy"]}
 
 
 def _dense_score(decided, tune):

@@ -25,6 +25,8 @@ class DecodedDetector(nn.Module):
         self.detection_head = detection_head(model)
         self.task = "detection"  # what pipeline.source records (tasks.DETECTION's name)
         self.output_name = OUTPUT_NAME  # the exported output's name (onnx.export.output_name)
+        self.train(model.training)  # a new module trains by default: an exporter that restores the mode would
+        # otherwise put an eval() model's BatchNorms in training mode afterwards
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)
