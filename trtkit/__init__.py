@@ -10,5 +10,6 @@ from trtkit.errors import TrtkitError  # noqa: F401  (the one exception type use
 
 from trtkit.api import BuildResult, build  # noqa: E402,F401  (light: heavy imports happen inside build())
 from trtkit.app.classifier import Classifier  # noqa: E402,F401  (light: the runner is imported by load())
+from trtkit.app.detector import Detector  # noqa: E402,F401
 from trtkit.app.loader import load  # noqa: E402,F401
 from trtkit.app.segmenter import Segmenter  # noqa: E402,F401

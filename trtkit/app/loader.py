@@ -2,7 +2,8 @@
 
 A classification build gives a ``Classifier`` (``predict`` -> top classes), a
 segmentation build a ``Segmenter`` (``predict`` -> class-index masks at each
-image's own size); both are ``model.LoadedModel``s. Which one is the target's
+image's own size), a detection build a ``Detector`` (``predict`` -> boxes in each
+image's own pixels); all are ``model.LoadedModel``s. Which one is the target's
 task's (``Task.app_class``; ``locate``: the manifest's ``model.task``, else the
 artifact's output shape).
 
@@ -16,9 +17,9 @@ def load(path, precision=None, backend=None, batch_size=None):
     From a build: ``precision``'s artifact, else the manifest's chosen one, else the fastest that passed
     verification. ``backend`` restricts the choice to that runtime (for a lone artifact: the one to run it with).
     ``batch_size``: the most images per run (kept inside the artifact's batch range; default 32).
-    Returns a ``Classifier`` for a classification model, a ``Segmenter`` for a segmentation one (its runner
-    already loaded). InputError for a missing path, a folder without a manifest, a precision the build does not
-    have.
+    Returns a ``Classifier`` for a classification model, a ``Segmenter`` for a segmentation one, a ``Detector``
+    for a detection build (its runner already loaded). InputError for a missing path, a folder without a
+    manifest, a precision the build does not have.
     """
     from trtkit.app.locate import locate
     return open_target(locate(path, precision, backend), batch_size)

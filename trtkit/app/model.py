@@ -23,7 +23,7 @@ class LoadedModel(object):
     call ``close()``.
     """
 
-    task = None  # the name of the task the subclass answers (trtkit.tasks): "classification" or "segmentation"
+    task = None  # the name of the task the subclass answers (trtkit.tasks): "classification", "segmentation"...
 
     def __init__(self, runner, target, batch_size=None):
         self.runner = runner

@@ -1,4 +1,4 @@
-"""Masks as pictures: Pascal VOC's colour palette, palette PNGs and colour overlays on the photo.
+"""Masks and boxes as pictures: Pascal VOC's colour palette, palette PNGs, colour overlays and labelled boxes.
 
 The palette is the one every VOC tool and torchvision's segmentation reference
 draw with, fixed (no random colours, so the same class is the same colour in
@@ -10,6 +10,10 @@ and 255, the "void" of unseen pixels, is (224, 224, 192).
 ``mask_image`` writes a mask as a palette image (mode ``P``): its pixel values
 stay the class indices (``numpy.asarray(Image.open(path))`` gives the mask
 back), viewers show the colours. ``overlay`` blends the colours into the photo.
+``draw_boxes`` draws detections on it, each class in ``box_colour``: the VOC
+colour of the next index at twice the brightness, so that class 0 (a
+RetinaNet's first class; black in VOC) shows, and the same class keeps its
+colour in every picture.
 """
 
 import numpy as np
@@ -76,3 +80,33 @@ def overlay(image, mask, opacity=OVERLAY_OPACITY):
     blend = pixels * (1 - opacity) + colours * opacity
     out = np.where(painted[:, :, None], blend, pixels)
     return Image.fromarray(np.clip(np.rint(out), 0, 255).astype(np.uint8), "RGB")
+
+
+def box_colour(label):
+    """(r, g, b) of class ``label``'s boxes (see the module doc): bright and fixed per class."""
+    colour = np.minimum(PALETTE[(int(label) + 1) % len(PALETTE)].astype(np.int64) * 2, 255)
+    return tuple(int(c) for c in colour)
+
+
+def draw_boxes(image, boxes, labels, texts):
+    """The photo (PIL or uint8 array) as an RGB PIL image with each box (x1 y1 x2 y2 in its pixels) outlined in
+    its label's colour and its text (e.g. "cat 0.93") on a filled band above it (inside, at the top edge).
+    Drawn last to first, so that where boxes overlap the first given (the best, as detections come) is on top;
+    the line is thicker on larger pictures so that it stays visible when the picture is shown small."""
+    require("PIL.Image", "drawing boxes")
+    from PIL import ImageDraw
+    from trtkit.data.preprocess import to_pil
+    photo = to_pil(image).convert("RGB")
+    draw = ImageDraw.Draw(photo)
+    line = max(2, int(round(min(photo.size) / 250.0)))
+    for box, label, text in reversed(list(zip(boxes, labels, texts))):
+        x1, y1, x2, y2 = [float(v) for v in box]
+        colour = box_colour(label)
+        draw.rectangle([x1, y1, max(x1, x2 - 1), max(y1, y2 - 1)], outline=colour, width=line)
+        left, top, right, bottom = draw.textbbox((0, 0), text)
+        height = bottom - top + 4
+        band_top = y1 - height if y1 - height >= 0 else y1
+        draw.rectangle([x1, band_top, x1 + right - left + 4, band_top + height], fill=colour)
+        dark = sum(c * w for c, w in zip(colour, (0.299, 0.587, 0.114))) > 140
+        draw.text((x1 + 2 - left, band_top + 2 - top), text, fill=(0, 0, 0) if dark else (255, 255, 255))
+    return photo

@@ -24,6 +24,12 @@ io.BytesIO(base64.b64decode(text))))`` gives the uint8 class indices back,
 255 where a centre crop cut the image off), and ``fractions`` FP32 [-1, K],
 each class's share of the seen pixels (summing to 1): ``trtkit.app.maps``.
 
+A detection build's: ``<name>_<precision>`` returns ``decoded`` (as ``logits``) FP32 [-1, A, 4 + C];
+``<name>_<precision>_images`` returns per image every detection its head keeps, best first, in the image's own
+pixels: ``boxes`` FP32 [-1, K, 4] (x1 y1 x2 y2), ``scores`` FP32 [-1, K], ``classes`` INT64 [-1, K], ``names``
+BYTES [-1, K] and ``count`` INT64 [-1, 1], K the head's detections per image; rows from ``count`` on are
+padding (class -1, score 0): ``tasks.detection``'s ``serve_answer``.
+
 Each artifact's runner lives in one thread of its own (``Worker``): both of its
 models queue their batches there, so a runner is never used by two threads at
 once (a TensorRT execution context is not thread-safe) and a CUDA context is

@@ -1,8 +1,10 @@
-"""trtkit predict: classify (or segment) image files with a build's artifact, its preprocessing and class names."""
+"""trtkit predict: classify, segment or detect in image files with a build's artifact, its preprocessing and class
+names."""
 
 NAME = "predict"
-HELP = "classify or segment image files with a built artifact (the build's preprocessing and class names)"
-DESCRIPTION = """Classify images with a build's artifact; segment them with a segmentation build's.
+HELP = "classify, segment or detect in image files with a built artifact (the build's preprocessing, class names)"
+DESCRIPTION = """Classify images with a build's artifact; segment them with a segmentation build's, find objects
+in them with a detection build's.
 
 PATH is a build folder, its manifest.json, or one artifact (.onnx; .engine with
 its .json sidecar). From a build the artifact is --precision's, else the
@@ -17,18 +19,31 @@ cut off are 255, "unseen"). Each image gets one line: its top classes by share
 of pixels. --out DIR also writes, per image, NAME.mask.png (the class indices
 as a palette PNG, Pascal VOC's colours) and NAME.overlay.png (the image with
 the class colours blended in; class 0, the background, left as is), NAME
-being the image's path below the folder all images share, without extension."""
+being the image's path below the folder all images share, without extension.
+
+A detection build prints each image's detections scoring at least
+--score-threshold (default 0.3): class name, score and box (x1 y1 x2 y2 in the
+image's own pixels, the build's resize, crop or padding undone). The head's
+post-processing is the build's (its manifest); --iou-threshold,
+--max-detections and --class-agnostic change it. --out DIR also writes, per
+image, NAME.boxes.png (the image with labelled boxes, a colour per class) and,
+for the run, DIR/detections.json (COCO results: image_id = the image's position
+in the file list from 1, category_id = the model's class index, bbox = [x, y,
+w, h]) and DIR/images.json (those ids' files and sizes, the class names)."""
 EPILOG = """examples:
   trtkit predict build/engines photo.jpg
   trtkit predict build/engines photos/ --top-k 3 --precision fp16
   trtkit predict build/engines/resnet18.fp16.onnx photos/ --json > predictions.json
 
   trtkit predict build/seg photos/ --out masks/ --json > shares.json
+  trtkit predict build/det photos/ --out drawn/ --score-threshold 0.5
 
 --json prints a list of {"image": PATH, "top_k": [{"class": I, "name": S, "probability": P}, ...]};
 for a segmentation build {"image": PATH, "width": W, "height": H, "coverage": share of the pixels seen,
 "fractions": [share of each class among the seen pixels, summing to 1], "top": [{"class": I, "name": S,
-"fraction": F}, ...], "mask": FILE, "overlay": FILE} (the files with --out)."""
+"fraction": F}, ...], "mask": FILE, "overlay": FILE} (the files with --out); for a detection build
+{"image": PATH, "width": W, "height": H, "detections": [{"class": I, "name": S, "score": P, "box": [x1, y1, x2,
+y2]}, ...], "drawn": FILE}."""
 
 PROGRESS_FROM = 100  # files from which a progress bar is drawn (when stdout is not a terminal)
 
@@ -37,14 +52,18 @@ def add_arguments(parser):
     parser.add_argument("model", metavar="PATH", help="build folder, its manifest.json, or one artifact")
     parser.add_argument("images", nargs="+", metavar="IMAGE_OR_FOLDER", help="image files and folders of images")
     parser.add_argument("--top-k", type=int, default=5, metavar="K",
-                        help="classes per image (default: 5); segmentation: the classes covering most pixels")
+                        help="classes per image (default: 5); segmentation: the classes covering most pixels; "
+                             "detection: not used (see --score-threshold and --max-detections)")
     parser.add_argument("--precision", metavar="P", help="the build's artifact of this precision, e.g. fp16")
     parser.add_argument("--backend", metavar="NAME", help="the build's artifact for this runtime (a build has one)")
     parser.add_argument("--batch-size", type=int, default=32, metavar="B",
                         help="images per run, kept inside the engine's batch range (default: 32)")
     parser.add_argument("--json", action="store_true", help="print the predictions as JSON")
     parser.add_argument("--out", metavar="DIR",
-                        help="segmentation builds: write each image's mask and overlay PNGs into DIR")
+                        help="segmentation builds: write each image's mask and overlay PNGs into DIR; detection "
+                             "builds: each image with its boxes drawn, and the COCO results JSON")
+    from trtkit.app.detector import DetectionOptions
+    DetectionOptions.add_arguments(parser)
 
 
 def run(args):
@@ -57,6 +76,8 @@ def run(args):
         raise InputError("--top-k must be at least 1, got {}".format(args.top_k))
     if args.batch_size < 1:
         raise InputError("--batch-size must be at least 1, got {}".format(args.batch_size))
+    from trtkit.app.detector import DetectionOptions
+    DetectionOptions.from_args(args)  # a detection flag's bad value is refused before anything loads
     files, ignored = image_files(args.images)
     if ignored:
         log.info("left out {} non-image file(s) found in the folders".format(ignored))
@@ -66,14 +87,14 @@ def run(args):
             "x".join(str(d) for d in model.contract.shape)))
         task = tasks.of(model.task)
         if args.out and not task.draws:
-            raise InputError("--out writes the masks of a segmentation build; {} is a classifier".format(
-                model.name), hint="drop --out")
+            raise InputError("--out writes the masks of a segmentation build or the boxes of a detection build; {} "
+                             "is a classifier".format(model.name), hint="drop --out")
         skipped = _Skipped()
         writer = JsonWriter(sys.stdout) if args.json else TableWriter(sys.stdout, files, args.top_k, model.class_names)
         show = len(files) >= PROGRESS_FROM and not (hasattr(sys.stdout, "isatty") and sys.stdout.isatty())
         with log.Progress("{} {} images".format(task.predict_verb, len(files)),
                           total=len(files), unit="img") if show else _Nothing() as bar:
-            task.predict_files(model, files, args, writer, bar, skipped)  # classify_files, segment_files
+            task.predict_files(model, files, args, writer, bar, skipped)  # classify_files, ..., detect_files
         writer.close()
     if skipped.errors:
         first = skipped.errors[0]

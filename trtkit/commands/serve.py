@@ -23,6 +23,16 @@ A segmentation build's models answer per pixel instead:
                              class's share of the seen pixels (summing to 1). Decode a mask with
                              numpy.asarray(PIL.Image.open(io.BytesIO(base64.b64decode(text))))
 
+A detection build's:
+
+  <name>_<precision>         "input" -> "logits" FP32 [-1,A,4+C] (the decoded boxes and scores)
+  <name>_<precision>_images  "images" -> per image every detection the build's head keeps, best
+                             first, in the image's own pixels: "boxes" FP32 [-1,K,4] (x1 y1 x2 y2),
+                             "scores" FP32 [-1,K], "classes" INT64 [-1,K], "names" BYTES [-1,K],
+                             "count" INT64 [-1,1]; K is the head's detections per image, rows from
+                             count on are padding (class -1, score 0). Filter by score yourself
+                             (trtkit predict shows 0.3 and above)
+
 Needs the serve extra: pip install 'trtkit[serve]' (PyTriton ships tritonserver;
 Python 3.8+). SIGINT or SIGTERM stops the server cleanly."""
 EPILOG = """examples:

@@ -122,10 +122,10 @@ class Task(object):
         return self.budget_labels.get(metric, metric)
 
     # ------------------------------------------------------------ serving
-    def triton_note(self, io, label):
+    def triton_note(self, io, label, info=None):
         """A line the Triton config's comment adds on the model's outputs (``io``: its ``deploy.triton_io``
-        tensors), after checking they hold this task's answer (``label``: the model in the error); "" when there
-        is nothing to add."""
+        tensors), after checking they hold this task's answer (``label``: the model in the error; ``info``: the
+        manifest's model record, for a task whose client needs more of it); "" when there is nothing to add."""
         return ""
 
     def serve_outputs(self, Tensor, model, k, logits_out):

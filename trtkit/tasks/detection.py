@@ -5,7 +5,12 @@ The network trtkit exports, calibrates and quantizes ends at one ``decoded`` ten
 detections per image) is the ``DetectionHead`` in the manifest, run by the backend or the host
 (``trtkit.detect``). Verified against FP32's detections (``pipeline.detections.DetectionComparison``: matched
 F1 at IoU 0.5, mean IoU, score shift) and, with boxes, by COCO mAP (a maintained evaluator); its gates below.
+``trtkit.load`` gives a ``Detector`` (boxes in each image's own pixels); ``predict`` prints each image's
+detections, draws them and writes COCO results JSON (``--out``); ``serve`` answers up to K boxes, scores,
+classes and names per image with their count; the Triton export serves ``decoded`` and says the selection.
 """
+
+import numpy as np
 
 from trtkit import log
 from trtkit.errors import InputError
@@ -95,6 +100,65 @@ class Detection(Task):
             return None
         return "mAP {:.3f} is {:.1f} points below FP32's {:.3f} (at most {:g})".format(
             verify["map"], 100 * drop, verify["reference_map"], 100 * limit)
+
+    def triton_note(self, io, label, info=None):
+        """The exported network ends at ``decoded`` (the Triton model serves the artifact as built): the comment
+        says what it holds and the selection the client runs after it, with the build's head (``info``)."""
+        output = io.outputs[0]
+        if len(io.outputs) != 1 or len(output.dims) != 3:
+            raise InputError("{}: the build is a detector but its outputs {} are not one [N, anchors, 4 + classes] "
+                             "tensor".format(label, ", ".join("'{}' {}".format(o.name, o.dims) for o in io.outputs)),
+                             hint="rebuild it with this trtkit")
+        text = ("\ndetection: '{}' holds [A, 4 + C] per image: each anchor's box (x1 y1 x2 y2 in the model input's "
+                "pixels) then its C class probabilities; the client selects the detections".format(output.name))
+        record = (info or {}).get("detection")
+        if not record:
+            return text + " (the build's manifest, model.detection, says how)"
+        from trtkit.detect.params import DetectionHead
+        head = DetectionHead.from_dict(record)
+        post = head.postprocessing
+        if post.per_level:
+            groups = "per feature map (anchors of strides {} in order; every (anchor, class) pair competes)".format(
+                ", ".join(str(stride) for stride, _ in head.levels))
+        else:
+            groups = "per class" + ("" if head.background is None else
+                                    " (class {} is the background, never a detection)".format(head.background))
+        return text + (":\n  candidates scoring above {:g}, the best {} {};\n  NMS at IoU {:g} {};"
+                       "\n  the best {} per image; then the boxes back to the image through the build's resize "
+                       "(trtkit.load does all of it)").format(
+            post.score_thresh, post.topk_candidates, groups, post.nms_thresh,
+            "across classes" if post.class_agnostic else "within each class", post.detections_per_img)
+
+    def serve_outputs(self, Tensor, model, k, logits_out):
+        """Up to K detections per image, K the head's detections per image (``serve_answer``); ``k`` (the
+        classifiers' --top-k) is not used."""
+        size = model.head.postprocessing.detections_per_img
+        return [Tensor(name="boxes", dtype=np.float32, shape=(size, 4)),
+                Tensor(name="scores", dtype=np.float32, shape=(size,)),
+                Tensor(name="classes", dtype=np.int64, shape=(size,)),
+                Tensor(name="names", dtype=bytes, shape=(size,)),
+                Tensor(name="count", dtype=np.int64, shape=(1,))]
+
+    def serve_answer(self, model, logits, sizes, k):
+        """Per image every detection the head keeps (no display threshold: a client filters by score in one
+        comparison, and a detection the server dropped is lost to it, e.g. for mAP), best first, boxes x1 y1 x2 y2
+        in the image's own pixels. A tensor holds K rows whatever the count (one shape per batch, as Triton
+        needs): the first ``count`` are the detections, the rest padding (boxes and scores 0, class -1, name
+        empty)."""
+        size = model.head.postprocessing.detections_per_img
+        found = model.detections(logits, sizes, score_threshold=0.0)
+        boxes = np.zeros((len(found), size, 4), dtype=np.float32)
+        scores = np.zeros((len(found), size), dtype=np.float32)
+        classes = np.full((len(found), size), -1, dtype=np.int64)
+        names = np.full((len(found), size), b"", dtype=object)
+        for row, image in enumerate(found):
+            count = min(len(image), size)
+            boxes[row, :count] = image.boxes[:count]
+            scores[row, :count] = image.scores[:count]
+            classes[row, :count] = image.labels[:count]
+            names[row, :count] = [name.encode("utf-8") for name in image.names[:count]]
+        return {"boxes": boxes, "scores": scores, "classes": classes, "names": names,
+                "count": np.asarray([[min(len(image), size)] for image in found], dtype=np.int64)}
 
 
 DETECTION = Detection()

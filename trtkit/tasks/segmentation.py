@@ -79,7 +79,7 @@ class Segmentation(Task):
     def agreement_name(self, kind):
         return "pixel"
 
-    def triton_note(self, io, label):
+    def triton_note(self, io, label, info=None):
         output = io.outputs[0]
         if len(output.dims) != 4:
             raise InputError("{}: the build is a segmentation model but its output '{}' has dims {}, not "
