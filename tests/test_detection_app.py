@@ -166,12 +166,6 @@ def test_a_detector_without_its_manifest_says_so(det_build):
         _head_of(target)
 
 
-def test_display_threshold_is_what_verification_counts():
-    from trtkit.app.detector import DISPLAY_SCORE
-    from trtkit.pipeline.detections import AGREEMENT_SCORE
-    assert DISPLAY_SCORE == AGREEMENT_SCORE
-
-
 def test_predict_prints_draws_and_writes_coco_results(det_build, tmp_path):
     folder = tmp_path / "photos"
     os.makedirs(str(folder / "a"))
@@ -253,7 +247,7 @@ def test_triton_export_says_what_the_client_runs(det_build, tmp_path):
     written = export_repository(det_build, str(tmp_path / "repo"))
     text = open(os.path.join(written[0]["dir"], "config.pbtxt")).read()
     assert written[0]["task"] == "detection"
-    assert "# detection: 'logits' holds [A, 4 + C] per image" in text
+    assert "# detection: 'decoded' holds [A, 4 + C] per image" in text
     assert "above 0.001, the best 300 per class (class 0 is the background" in text
     assert "NMS at IoU 0.55 within each class" in text
 

@@ -24,16 +24,11 @@ This module needs only numpy at import time.
 import numpy as np
 
 from trtkit.app.model import LoadedModel
+from trtkit.detect.params import DISPLAY_SCORE  # what predict shows: what verification counted
 from trtkit.detect.records import Detections
 from trtkit.errors import InputError
 from trtkit.keywords import Field, Options
 from trtkit.tasks.detection import DETECTION
-
-# what predict shows by default: the detections verification's agreement with FP32 counts (pipeline.detections'
-# AGREEMENT_SCORE, the same 0.3; a test keeps them equal, the import would pull the build pipeline in), so what an
-# application shows is what the build checked; the head's own threshold (0.05 for RetinaNet, 0.001 for SSDlite)
-# keeps the low-scored boxes mAP needs, dozens per image that a person would read as noise
-DISPLAY_SCORE = 0.3
 
 
 def _fraction(name):

@@ -9,6 +9,11 @@ import math
 
 from trtkit.errors import InputError
 
+# the score from which a detection is shown (predict, the Detector's default) and counted by verification's
+# agreement with FP32: what an application shows is what the build checked. A head's own threshold (0.05 for
+# RetinaNet, 0.001 for SSDlite) keeps the low-scored boxes mAP needs, dozens per image a person reads as noise.
+DISPLAY_SCORE = 0.3
+
 
 class PostProcessing(object):
     """The selection parameters of one detector (torchvision's names).

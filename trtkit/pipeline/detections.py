@@ -22,9 +22,9 @@ boxes until the end, a few kB per image (the evaluator needs every image at once
 
 import numpy as np
 
+from trtkit.detect.params import DISPLAY_SCORE as AGREEMENT_SCORE  # detections an application shows
 from trtkit.errors import InputError, VerificationFailed
 
-AGREEMENT_SCORE = 0.3  # detections an application would show: those are the ones whose agreement matters
 MAP_DETECTIONS = 100  # per image, as COCO's evaluation counts them (maxDets)
 
 
