@@ -219,6 +219,15 @@ class Backend(object):
         ``trtkit.onnx.opsets``), or None when no TensorRT table applies."""
         return None
 
+    def nms_placement(self):
+        """Where a detector's NMS runs with this backend: ``("graph", why)`` when its artifacts run ONNX
+        ``NonMaxSuppression`` (``detect.onnx_nms`` is appended to every variant), ``("host", why)`` when the
+        host selects (``detect.select``, numpy). Default: the host."""
+        return "host", "{} runs no NonMaxSuppression: the host selects (numpy)".format(self.name)
+
+    # True for a runtime whose NonMaxSuppression drops a box at an IoU equal to its threshold (OpenVINO, measured)
+    nms_equal_suppresses = False
+
 
 class BuildInputs(object):
     """What a backend may use besides the precision's ONNX file, passed explicitly to ``Backend.build``.

@@ -152,6 +152,9 @@ class OnnxRuntimeBackend(Backend):
     int8_encoding = "cpu"
     artifact_suffix = ".onnx"
 
+    def nms_placement(self):
+        return "graph", "ONNX Runtime runs NonMaxSuppression in the graph"
+
     def availability(self):
         if not available("onnxruntime"):
             return False, "onnxruntime is not installed (pip install 'trtkit[cpu]')"

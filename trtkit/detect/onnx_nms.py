@@ -253,12 +253,15 @@ def _static(dim):
     return int(dim.dim_value) if dim.HasField("dim_value") and dim.dim_value > 0 else None
 
 
-def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=None, equal_suppresses=False):
+def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=None, equal_suppresses=False,
+               keep_decoded=False):
     """A copy of ``model_proto`` whose outputs are ``OUTPUTS`` (the module's docstring), computed from its
     ``output_name`` output (``[N, A, 4 + C]``) as ``select`` selects. ``height`` / ``width``: the input size,
     when the graph's image input does not fix it (required for per-level heads then). A model below opset 11 is
     converted to 11 (NonMaxSuppression's inputs); at 11 or above its opset is kept. ``equal_suppresses``: True
-    for a runtime whose NMS drops a box at an IoU equal to its threshold (OpenVINO; ``iou_threshold``)."""
+    for a runtime whose NMS drops a box at an IoU equal to its threshold (OpenVINO; ``iou_threshold``).
+    ``keep_decoded``: ``decoded`` stays the first output, before ``OUTPUTS`` (a build verifies every variant on
+    it with the host's selection, and checks the graph's selection against that on the same run)."""
     import onnx
     from onnx import helper
     model = onnx.ModelProto()
@@ -291,7 +294,8 @@ def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=No
     _nodes(graph, output_name, head, sizes)
     model.graph.node.extend(graph.nodes)
     model.graph.initializer.extend(graph.constants)
+    kept = [value for value in model.graph.output if keep_decoded and value.name == output_name]
     del model.graph.output[:]
-    model.graph.output.extend(_outputs(helper, head))
+    model.graph.output.extend(kept + list(_outputs(helper, head)))
     onnx.checker.check_model(model)
     return model

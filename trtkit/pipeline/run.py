@@ -126,8 +126,15 @@ def _build_from(state, variant, backend=None, label=None):
     name = "{}.{}".format(state.name, label or variant.label)
     artifact = state.folder.stage_path(name + backend.artifact_suffix)
     start = time.time()
-    backend_meta = backend.build(variant.onnx_path, variant.precision, artifact, state.inputs,
-                                 variant.calibration) or {}
+    onnx_path, nms = variant.onnx_path, None
+    if state.source.info.get("detection"):  # the selection after the network: in the graph or on the host
+        from trtkit.detect.params import DetectionHead
+        from trtkit.pipeline.detection_nms import place_nms
+        onnx_path, nms = place_nms(backend, onnx_path, DetectionHead.from_dict(state.source.info["detection"]),
+                                   state.folder.stage_path(name + ".nms.onnx"))
+        if nms["placement"] == "graph":  # NAME.fp16.nms.onnx (the ONNX artifact itself) or NAME.fp16.nms.engine
+            artifact = state.folder.stage_path(name + ".nms" + backend.artifact_suffix)
+    backend_meta = backend.build(onnx_path, variant.precision, artifact, state.inputs, variant.calibration) or {}
     record = ArtifactRecord(name=name, precision=variant.precision, backend=backend.name,
                             path=os.path.basename(artifact), onnx=os.path.basename(variant.onnx_path),
                             bytes=os.path.getsize(artifact), build_seconds=round(time.time() - start, 3))
@@ -136,6 +143,8 @@ def _build_from(state, variant, backend=None, label=None):
         record["backend_info"] = backend_meta
     if variant.tune:
         record["tune"] = variant.tune
+    if nms is not None:
+        record["nms"] = nms
     return record
 
 
@@ -207,6 +216,8 @@ def _verify_all(state, records):
             if skipped:
                 record["verify"]["unreadable_images"] = skipped
             record["ran_on"] = runner.describe()
+            if record.get("nms", {}).get("placement") == "graph":
+                _check_graph_nms(state, record, runner)
             record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
             task = state.source.info.get("task")
             judge(record, threshold(state.options, task, record["precision"]),
@@ -216,6 +227,16 @@ def _verify_all(state, records):
 
 
 FEW_IMAGES = 20  # a held-out split smaller than this gets a warning: its figures move in steps of 5% or more
+
+
+def _check_graph_nms(state, record, runner):
+    """Record how the artifact's own NMS compares with the host's selection on the first held-out batch."""
+    from trtkit.contract import InputContract
+    from trtkit.detect.params import DetectionHead
+    from trtkit.pipeline.detection_nms import check_graph_nms
+    record["nms"]["versus_host"] = check_graph_nms(runner, state.first_images,
+                                                   DetectionHead.from_dict(state.source.info["detection"]),
+                                                   InputContract.from_dict(state.source.info["input"]))
 
 
 def _not_run(record, status, detail, note):

@@ -55,9 +55,26 @@ class TensorRTBackend(Backend):
         return trt.__version__ if trt is not None else None
 
 
+    def nms_placement(self):
+        """In the engine from TensorRT 8.5, whose ONNX parser maps NonMaxSuppression to its INMSLayer (the
+        onnx-tensorrt changelog: "native support for the NonMaxSuppression operator" in 8.5; 8.0-8.4 had an
+        experimental plugin path, and EfficientNMS on the Nano's 8.2 returns wrong scores), else on the host."""
+        from trtkit.versions import parse_version
+        version = self.onnx_parser_version()
+        if version is not None and parse_version(version, length=2, what="TensorRT version") >= (8, 5):
+            return "graph", "TensorRT {} parses NonMaxSuppression into its INMSLayer".format(version)
+        return "host", "TensorRT {} has no NonMaxSuppression layer before 8.5: the host selects (numpy)".format(
+            version or "(not installed)")
+
+
 class TensorRTRTXBackend(TensorRTBackend):
     name = "tensorrt-rtx"
     flavour = "tensorrt-rtx"
+
+    def nms_placement(self):
+        """Measured with TensorRT-RTX 1.7: the parser reads NonMaxSuppression but the builder refuses it ("has
+        no runners that implement it")."""
+        return "host", "TensorRT-RTX has no runner for NonMaxSuppression: the host selects (numpy)"
 
     @property
     def auto_selectable(self):

@@ -1,0 +1,70 @@
+"""Where a detector's NMS runs in a build, per backend, and the check that the graph's selection is the host's.
+
+Variants are made of the network up to ``decoded`` (what is calibrated and quantized); the selection is placed
+after, per backend (``Backend.nms_placement``): in the graph where the runtime runs ONNX ``NonMaxSuppression``
+(ONNX Runtime, OpenVINO, TensorRT from 8.5), appended to each variant with ``decoded`` kept as its first
+output; on the host elsewhere (TensorRT 8.2, TensorRT-RTX, PyTorch). Verification always judges ``decoded`` with
+the host's selection (``detect.select``, the reference), so every backend is judged alike; where the graph
+selects, ``check_graph_nms`` compares its detections with the host's on the same run, and the manifest records
+both the placement and that comparison.
+"""
+
+import os
+
+import numpy as np
+
+from trtkit import log
+
+
+def place_nms(backend, onnx_path, head, path):
+    """(the ONNX to build for ``backend``, the manifest's ``nms`` record): ``onnx_path`` itself when the host
+    selects, else a copy with ``detect.onnx_nms`` appended (``decoded`` kept first) written to ``path``."""
+    where, why = backend.nms_placement()
+    record = {"placement": where, "reason": why, "postprocessing": head.postprocessing.to_dict()}
+    if where != "graph":
+        return onnx_path, record
+    import onnx
+
+    from trtkit.detect.onnx_nms import append_nms
+    from trtkit.fileio import atomic_path
+    model = append_nms(onnx.load(onnx_path), head, equal_suppresses=backend.nms_equal_suppresses,
+                       keep_decoded=True)
+    with atomic_path(path) as tmp:
+        onnx.save(model, tmp)
+    record["onnx"] = os.path.basename(path)
+    return path, record
+
+
+def check_graph_nms(runner, images, head, contract):
+    """How the graph's own detections (``det_*`` outputs) compare with the host's selection of its ``decoded``
+    on ``images`` (one batch the runner takes): {"images", "identical_images", "max_box_diff", "max_score_diff"}; None when the artifact
+    has no ``det_*`` outputs. An image is identical when it keeps the same number of detections with the same
+    labels, in order, boxes within 1e-3 px and scores within 1e-5 (ties may order otherwise: the
+    ``detect.onnx_nms`` docstring says where the two can differ)."""
+    from trtkit.detect.onnx_nms import OUTPUTS
+    from trtkit.detect.raw import OUTPUT_NAME
+    from trtkit.detect.select import select_decoded
+    names = [spec.name for spec in runner.outputs()]
+    if not set(OUTPUTS) <= set(names):
+        return None
+    chunk = images[:runner.accepted_batch(len(images))]
+    outputs = runner.infer_all(chunk)
+    host = select_decoded(np.asarray(outputs[OUTPUT_NAME], np.float32), head, contract.height, contract.width)
+    identical, box_diff, score_diff, count = 0, 0.0, 0.0, 0
+    for index, expected in enumerate(host):
+        kept = int(outputs["det_count"][index])
+        labels = np.asarray(outputs["det_labels"][index][:kept])
+        same = kept == len(expected) and np.array_equal(labels, expected.labels)
+        if same and kept:
+            boxes = float(np.abs(np.asarray(outputs["det_boxes"][index][:kept]) - expected.boxes).max())
+            scores = float(np.abs(np.asarray(outputs["det_scores"][index][:kept]) - expected.scores).max())
+            box_diff, score_diff = max(box_diff, boxes), max(score_diff, scores)
+            same = boxes <= 1e-3 and scores <= 1e-5
+        identical += int(same)
+        count += 1
+    result = {"images": count, "identical_images": identical, "max_box_diff": box_diff,
+              "max_score_diff": score_diff}
+    if identical < count:
+        log.warn("the graph's NMS differs from the host's selection on {} of {} images (ties or an IoU at the "
+                 "threshold; docs/detection.md)".format(count - identical, count))
+    return result
