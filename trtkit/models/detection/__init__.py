@@ -22,4 +22,5 @@ The modules, one job each:
 """
 
 from trtkit.models.detection.registry import (DEFAULT_CLASSES, DETECTION_ARCHITECTURES, create_detection_model,  # noqa
-                                              infer_detection_layout, is_detection_name, model_names)
+                                              infer_detection_layout, is_detection_name, load_detection_model,
+                                              model_names)
