@@ -32,7 +32,7 @@ DETECTION_ARCHITECTURES = {
 
 # What torchvision's builders pass, per kind: the input (size, mean, std, resize), the anchors, the box coder's
 # weights, the score activation, the padding multiple, the post-processing and create_detection_model's options.
-# "retinanet_sample" is trtkit's own: RetinaNet's head (2 convolutions deep), loss and post-processing on a small
+# "retinanet_sample" is trtkit's own: RetinaNet's head (2 convolutions deep, GroupNorm of 16 groups), loss and post-processing on a small
 # backbone (``small_fpn``) at 128x128, a model that trains from scratch in minutes on a CPU.
 KINDS = {
     "retinanet": {
@@ -46,6 +46,7 @@ KINDS = {
     "retinanet_sample": {
         "input": (128, IMAGENET_MEAN, IMAGENET_STD, "stretch"), "anchors": SAMPLE_ANCHORS,
         "box_weights": (1.0, 1.0, 1.0, 1.0), "activation": "sigmoid", "size_divisible": 32, "head_convs": 2,
+        "head_groups": 16,
         "postprocessing": {"score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 100,
                            "topk_candidates": 1000, "per_level": True},
         "options": {},
