@@ -190,3 +190,24 @@ def test_the_sample_detector_exports_to_onnx(sample_detector, tmp_path):
     got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"images": x.numpy()})[0]
     assert got.shape == expected.shape == (2, 1023, 7)
     assert np.abs(got - expected).max() < 1e-3
+
+
+def test_ssd_loss_mines_three_hard_negatives_per_positive():
+    from trtkit.models.detection.boxes import BoxCoder
+    from trtkit.training.detection_loss import ssd_loss, ssd_matches
+    anchors = torch.tensor([[0.0, 0.0, 10.0, 10.0]] + [[20.0 * k, 40.0, 20.0 * k + 10, 50.0] for k in range(8)])
+    box = torch.tensor([[1.0, 0.0, 10.0, 10.0]])  # IoU 0.9 with anchor 0 only
+    targets = [(box, torch.tensor([2]))]
+    assert ssd_matches(box, anchors).tolist() == [0] + [BELOW_LOW] * 8
+    # a far box with no anchor above 0.5 still takes its best one
+    assert ssd_matches(torch.tensor([[0.0, 40.0, 6.0, 50.0]]), anchors).tolist()[:2] == [BELOW_LOW, 0]
+    logits = torch.zeros(1, 9, 3)
+    logits[0, 1:, 0] = torch.arange(8.0)  # background anchors, ever easier: 1, 2, 3 the hardest (lowest)
+    regressions = torch.zeros(1, 9, 4)
+    losses = ssd_loss(logits, regressions, anchors, targets, BoxCoder((10.0, 10.0, 5.0, 5.0)))
+    ce = torch.nn.functional.cross_entropy(logits[0], torch.tensor([2] + [0] * 8), reduction="none")
+    expected = ce[0] + ce[1] + ce[2] + ce[3]  # the positive and its 3 hardest negatives, / 1 positive
+    torch.testing.assert_close(losses["classification"], expected)
+    codes = BoxCoder((10.0, 10.0, 5.0, 5.0)).encode(box, anchors[:1])[0]
+    smooth = torch.where(codes.abs() < 1, 0.5 * codes ** 2, codes.abs() - 0.5).sum()
+    torch.testing.assert_close(losses["box_regression"], smooth)

@@ -154,7 +154,8 @@ def sample_detection_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached detection sample: ``retinanet_sample`` (a
     RetinaNet head on a small ResNet-FPN, ``models.detection.small_fpn``) trained from scratch on the
     shape-boxes sample (``data.shape_boxes``) with RetinaNet's focal and L1 losses (``training.detection``),
-    flipped both ways; a few minutes on two idle CPU cores. Its held-out mAP is saved in the checkpoint."""
+    flipped both ways: 400 steps of 16 images, about 4 minutes on two idle CPU cores (many times that on a busy
+    machine), to a held-out mAP@.5 of about 0.8 (mAP@[.5:.95] about 0.4), saved in the checkpoint."""
     from trtkit.models.classifiers import read_checkpoint, save_checkpoint
     from trtkit.models.detection import create_detection_model, infer_detection_layout, load_detection_model
     path = sample_detection_path()

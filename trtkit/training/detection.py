@@ -78,25 +78,28 @@ def _check(images, records, model, flips):
             raise InputError("{} is {}x{} but the images are {}x{}: the boxes must be in the input's pixels".format(
                 record.image, record.size[0], record.size[1], width, height),
                 hint="put them there with data.boxes.input_boxes(record, contract)")
-        if len(record) and int(record.labels.max()) >= model.num_classes:
-            raise InputError("{} has class {} but the model has {} classes".format(
-                record.image, int(record.labels.max()), model.num_classes))
+        classes = model.num_classes - (1 if model.activation == "softmax" else 0)  # SSD's background
+        if len(record) and int(record.labels.max()) >= classes:
+            raise InputError("{} has class {} but the model has {} object classes".format(
+                record.image, int(record.labels.max()), classes))
 
 
 def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout=None, mode="fp32", device="cpu",
                   seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0,
                   label="training detector"):
-    """Train ``model`` (a RetinaNet-kind ``Detector``) for ``steps`` batches of ``batch_size`` drawn in a seeded
-    order, epoch after epoch, from ``images`` and ``records`` (module doc), with ``flips`` ('horizontal',
-    'vertical': the latter only for data that has no up, like drawn shapes). ``mode``: ``training.modes``'
-    fp32, tf32, amp or bf16 (autocast; the loss in FP32). Learning rate: ``loop.lr_at`` (warm-up over
-    ``warmup`` of the run from lr/25, then cosine decay); gradients clipped at norm ``clip_grad``.
+    """Train ``model`` (a ``models.detection`` ``Detector``: RetinaNet's losses for sigmoid scores, SSD's for
+    softmax ones, whose class 0 is the background and the records' class k is column k + 1) for ``steps``
+    batches of ``batch_size`` drawn in a seeded order, epoch after epoch, from ``images`` and ``records``
+    (module doc), with ``flips`` ('horizontal', 'vertical': the latter only for data that has no up, like
+    drawn shapes). ``mode``: ``training.modes``' fp32, tf32, amp or bf16 (autocast; the loss in FP32).
+    Learning rate: ``loop.lr_at`` (warm-up over ``warmup`` of the run from lr/25, then cosine decay);
+    gradients clipped at norm ``clip_grad``.
     ``heldout``: (images, records) scored at the end. Returns a history record: steps, loss (and its
     classification and box parts, the mean of the last 10 steps), seconds, images/s and, with ``heldout``,
     ``map50`` and ``map`` (COCO's mAP@[.5:.95])."""
     torch = require("torch", "training")
     from trtkit.log import Progress
-    from trtkit.training.detection_loss import retinanet_loss
+    from trtkit.training.detection_loss import retinanet_loss, ssd_loss
     from trtkit.training.loop import lr_at
     from trtkit.training.modes import Precision
     if mode == "half":
@@ -109,6 +112,8 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     scaler = precision.make_scaler()
     contract = model.input_contract
+    softmax = model.activation == "softmax"  # SSD: class 0 is the background, the data's classes follow
+    loss_fn = ssd_loss if softmax else retinanet_loss
     model.train()
     start, history, order = time.time(), [], np.array([], dtype=np.int64)
     torch.set_flush_denormal(True)
@@ -121,14 +126,14 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
                 x, targets = augmented(normalized_batch(images[index], contract), [records[i] for i in index], rng,
                                        flips)
                 x = precision.inputs(torch.from_numpy(np.ascontiguousarray(x)).to(device))
-                targets = [(torch.from_numpy(boxes).to(device), torch.from_numpy(labels).to(device))
+                targets = [(torch.from_numpy(boxes).to(device), torch.from_numpy(labels + int(softmax)).to(device))
                            for boxes, labels in targets]
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, steps, lr, warmup)
                 optimizer.zero_grad(set_to_none=True)
                 with precision.autocast():
                     logits, regressions, anchors = model.head_outputs(x)
-                losses = retinanet_loss(logits, regressions, anchors, targets, model.box_coder)
+                losses = loss_fn(logits, regressions, anchors, targets, model.box_coder)
                 if not torch.isfinite(losses["loss"]):
                     raise InputError("the detection loss is not finite at step {} ({} mode)".format(step, mode),
                                      hint="lower the learning rate, or train in fp32")
@@ -170,9 +175,12 @@ def detect(model, images, batch_size=64, device="cpu"):
 
 
 def evaluate_detection(model, images, records, batch_size=64, device="cpu"):
-    """{"map50", "map"} of ``model`` on ``images`` against ``records`` (``box_map``)."""
+    """{"map50", "map"} of ``model`` on ``images`` against ``records`` (``box_map``); a softmax model's columns
+    1.. are the records' classes 0..."""
     found = detect(model, images, batch_size, device)
-    map50, mean_ap = box_map(found, records, model.num_classes)
+    background = int(model.activation == "softmax")  # SSD's detections are of columns 1..: the data's classes + 1
+    found = [(boxes, scores, labels - background) for boxes, scores, labels in found]
+    map50, mean_ap = box_map(found, records, model.num_classes - background)
     return {"map50": map50, "map": mean_ap}
 
 

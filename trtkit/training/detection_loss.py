@@ -15,6 +15,11 @@
   loss of the foreground anchors' regressions against the box coder's ``encode`` of their boxes, both summed and
   divided by the image's foreground anchors (at least 1); then averaged over the images. Why per foreground
   anchor: an image's loss should not grow with its number of anchors, nearly all of them easy background.
+- ``ssd_loss``: SSD's (Liu et al., 2016, as torchvision's ``SSD.compute_loss``): an anchor is foreground at IoU >=
+  0.5, and every box also takes its best anchor; softmax cross-entropy over the classes (0 the background) on
+  the foreground anchors and on the ``NEGATIVES_PER_POSITIVE`` (3) times as many background anchors with the
+  highest loss (hard negative mining: the rest, easy, are left out), plus smooth L1 (beta 1) on the foreground
+  regressions; both divided by the batch's foreground anchors.
 """
 
 import torch
@@ -24,6 +29,7 @@ BELOW_LOW = -1
 BETWEEN = -2
 FOCAL_ALPHA = 0.25
 FOCAL_GAMMA = 2.0
+NEGATIVES_PER_POSITIVE = 3
 
 
 def box_iou(boxes, others):
@@ -111,4 +117,42 @@ def retinanet_loss(logits, regressions, anchors, targets, box_coder, matcher=Non
             regression.append(regressions[index].sum() * 0.0)
     classification = torch.stack(classification).mean()
     regression = torch.stack(regression).mean()
+    return {"loss": classification + regression, "classification": classification, "box_regression": regression}
+
+
+def ssd_matches(boxes, anchors, threshold=0.5):
+    """SSD's matching of one image: IoU >= ``threshold`` foreground, the rest background (no band ignored),
+    then each box's best anchor forced to that box."""
+    if len(boxes) == 0:
+        return torch.full((anchors.shape[0],), BELOW_LOW, dtype=torch.int64, device=anchors.device)
+    iou = box_iou(boxes.to(anchors.dtype), anchors)
+    matches = Matcher(threshold, threshold, allow_low_quality_matches=False)(iou)
+    matches[iou.argmax(dim=1)] = torch.arange(len(boxes), device=anchors.device)
+    return matches
+
+
+def ssd_loss(logits, regressions, anchors, targets, box_coder, negatives=NEGATIVES_PER_POSITIVE):
+    """``{"loss", "classification", "box_regression"}`` of a softmax detector's batch (module doc); ``targets``'
+    labels are the model's class columns (1.., 0 being the background)."""
+    logits, regressions, anchors = logits.float(), regressions.float(), anchors.float()
+    wanted, box_losses, foreground = [], [], []
+    for index, (boxes, labels) in enumerate(targets):
+        matches = ssd_matches(boxes, anchors)
+        chosen = matches >= 0
+        classes = torch.zeros(anchors.shape[0], dtype=torch.int64, device=anchors.device)
+        classes[chosen] = labels[matches[chosen]]
+        wanted.append(classes)
+        foreground.append(chosen)
+        if chosen.any():
+            codes = box_coder.encode(boxes[matches[chosen]].to(anchors.dtype), anchors[chosen])
+            box_losses.append(functional.smooth_l1_loss(regressions[index][chosen], codes, reduction="sum", beta=1.0))
+    wanted, foreground = torch.stack(wanted), torch.stack(foreground)
+    losses = functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), wanted.reshape(-1),
+                                      reduction="none").view(wanted.shape)
+    hardest = losses.detach().masked_fill(foreground, -float("inf"))
+    rank = hardest.argsort(dim=1, descending=True).argsort(dim=1)  # 0 for the hardest background anchor
+    background = rank < negatives * foreground.sum(dim=1, keepdim=True)
+    count = max(1, int(foreground.sum()))
+    classification = (losses[foreground].sum() + losses[background].sum()) / count
+    regression = torch.stack(box_losses).sum() / count if box_losses else regressions.sum() * 0.0
     return {"loss": classification + regression, "classification": classification, "box_regression": regression}

@@ -32,8 +32,9 @@ DETECTION_ARCHITECTURES = {
 
 # What torchvision's builders pass, per kind: the input (size, mean, std, resize), the anchors, the box coder's
 # weights, the score activation, the padding multiple, the post-processing and create_detection_model's options.
-# "retinanet_sample" is trtkit's own: RetinaNet's head (2 convolutions deep, GroupNorm of 16 groups), loss and post-processing on a small
-# backbone (``small_fpn``) at 128x128, a model that trains from scratch in minutes on a CPU.
+# "retinanet_sample" is trtkit's own: RetinaNet's head (2 convolutions deep, GroupNorm of 16 groups), loss and
+# post-processing on a small backbone (``small_fpn``) at 128x128, a model that trains from scratch in minutes on
+# a CPU.
 KINDS = {
     "retinanet": {
         "input": (800, IMAGENET_MEAN, IMAGENET_STD, "pad"), "anchors": RETINANET_ANCHORS,
