@@ -181,13 +181,14 @@ def test_the_sample_detector_exports_to_onnx(sample_detector, tmp_path):
     from trtkit.models.detection.export import deployable
     model = deployable(sample_detector[0].eval())
     assert model.detection_head.levels == [(8, 3), (16, 3), (32, 3), (64, 3), (128, 3)]
-    x = torch.randn(2, 3, 128, 128)
+    from trtkit.onnx.export import export_onnx
     path = str(tmp_path / "sample.onnx")
-    torch.onnx.export(model, (x,), path, input_names=["images"], output_names=["decoded"], opset_version=17,
-                      dynamo=False)
+    exporter, _ = export_onnx(model, path)  # torch.onnx.export, its current (dynamo) exporter where it has one
+    x = torch.randn(2, 3, 128, 128)
     with torch.no_grad():
         expected = model(x).numpy()
-    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"images": x.numpy()})[0]
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
     assert got.shape == expected.shape == (2, 1023, 7)
     assert np.abs(got - expected).max() < 1e-3
 
