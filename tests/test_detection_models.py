@@ -395,7 +395,7 @@ def test_parameter_count_is_torchvisions(name):
     assert (found, classes) == (name, 91)
     assert options.pop("bn_eps", 0.0) == 0.0  # what torchvision runs its COCO RetinaNet with; not in a state_dict
     assert all(model.detection_options[key] == value for key, value in options.items())
-    assert set(DETECTION_ARCHITECTURES) == set(TORCHVISION_NUM_PARAMS) | {"retinanet_resnet18_fpn"}
+    assert set(DETECTION_ARCHITECTURES) == set(TORCHVISION_NUM_PARAMS) | {"retinanet_resnet18_fpn", "retinanet_sample"}
 
 
 def test_other_state_dicts_are_not_detectors():

@@ -21,23 +21,54 @@ CLASS_NAMES = ("background", "circle", "square", "triangle")
 _HUES = {1: 0.0, 2: 0.33, 3: 0.62}
 
 
+def textured_background(rng, size):
+    """A ``size`` x ``size`` uint8 RGB background: two grey-ish tones in sine stripes at a random angle and
+    frequency, plus pixel noise (so a model cannot find shapes by a flat background alone)."""
+    grid_y, grid_x = np.mgrid[0:size, 0:size] / float(size)
+    low, high = [np.clip(rng.randint(0, 256) + rng.randint(-25, 26, 3), 0, 255) for _ in range(2)]
+    angle, frequency = rng.uniform(0, 2 * math.pi), rng.uniform(2, 8)
+    stripes = 0.5 + 0.5 * np.sin(2 * math.pi * frequency * (grid_x * math.cos(angle) + grid_y * math.sin(angle)))
+    background = low * stripes[..., None] + high * (1 - stripes[..., None]) + rng.normal(0, 12, (size, size, 3))
+    return np.clip(background, 0, 255).astype(np.uint8)
+
+
+def shape_colour(rng, cls):
+    """An RGB colour in class ``cls``'s hue family (hue jittered, saturation and brightness varied)."""
+    import colorsys
+    hue = (_HUES[cls] + rng.uniform(-0.06, 0.06)) % 1.0
+    return tuple(int(255 * v) for v in colorsys.hsv_to_rgb(hue, rng.uniform(0.5, 1.0), rng.uniform(0.45, 1.0)))
+
+
+def shape_outline(cls, cx, cy, radius, turn):
+    """("ellipse", box) for a circle (class 1), ("polygon", corners) for a square (2) or triangle (3): the
+    shape inscribed in the circle of ``radius`` around (cx, cy), turned by ``turn`` radians."""
+    if cls == 1:
+        return "ellipse", [cx - radius, cy - radius, cx + radius, cy + radius]
+    corners = 4 if cls == 2 else 3
+    return "polygon", [(cx + radius * math.cos(turn + 2 * math.pi * k / corners),
+                        cy + radius * math.sin(turn + 2 * math.pi * k / corners)) for k in range(corners)]
+
+
+def draw_outline(draw, outline, fill):
+    """Fill ``outline`` (``shape_outline``'s) on a PIL ``ImageDraw``: PIL fills without antialiasing, so an
+    image and its masks drawn with the same outline agree pixel for pixel."""
+    kind, where = outline
+    if kind == "ellipse":
+        draw.ellipse(where, fill=fill)
+    else:
+        draw.polygon(where, fill=fill)
+
+
 def draw_shapes(count, size=SHAPES_SIZE, seed=SHAPES_SEED):
     """(uint8 images [count, size, size, 3], uint8 masks [count, size, size]) drawn from ``seed``."""
-    import colorsys
-
     from trtkit.data.preprocess import _pil
     Image = _pil()
     from PIL import ImageDraw
     rng = np.random.RandomState(seed)
     images = np.empty((count, size, size, 3), np.uint8)
     masks = np.empty((count, size, size), np.uint8)
-    grid_y, grid_x = np.mgrid[0:size, 0:size] / float(size)
     for index in range(count):
-        low, high = [np.clip(rng.randint(0, 256) + rng.randint(-25, 26, 3), 0, 255) for _ in range(2)]
-        angle, frequency = rng.uniform(0, 2 * math.pi), rng.uniform(2, 8)
-        stripes = 0.5 + 0.5 * np.sin(2 * math.pi * frequency * (grid_x * math.cos(angle) + grid_y * math.sin(angle)))
-        background = low * stripes[..., None] + high * (1 - stripes[..., None]) + rng.normal(0, 12, (size, size, 3))
-        image = Image.fromarray(np.clip(background, 0, 255).astype(np.uint8))
+        image = Image.fromarray(textured_background(rng, size))
         mask = Image.new("L", (size, size), 0)
         paint, label = ImageDraw.Draw(image), ImageDraw.Draw(mask)
         for _ in range(rng.randint(1, 4)):
@@ -45,18 +76,9 @@ def draw_shapes(count, size=SHAPES_SIZE, seed=SHAPES_SEED):
             radius = rng.uniform(0.12, 0.25) * size
             cx, cy = rng.uniform(radius, size - radius, 2)
             turn = rng.uniform(0, 2 * math.pi)
-            hue = (_HUES[cls] + rng.uniform(-0.06, 0.06)) % 1.0
-            colour = tuple(int(255 * v) for v in colorsys.hsv_to_rgb(hue, rng.uniform(0.5, 1.0), rng.uniform(0.45, 1.0)))
-            if cls == 1:
-                box = [cx - radius, cy - radius, cx + radius, cy + radius]
-                paint.ellipse(box, fill=colour)
-                label.ellipse(box, fill=cls)
-            else:
-                corners = 4 if cls == 2 else 3
-                points = [(cx + radius * math.cos(turn + 2 * math.pi * k / corners),
-                           cy + radius * math.sin(turn + 2 * math.pi * k / corners)) for k in range(corners)]
-                paint.polygon(points, fill=colour)
-                label.polygon(points, fill=cls)
+            outline = shape_outline(cls, cx, cy, radius, turn)
+            draw_outline(paint, outline, shape_colour(rng, cls))
+            draw_outline(label, outline, cls)
         images[index] = np.asarray(image)
         masks[index] = np.asarray(mask)
     return images, masks

@@ -1,5 +1,6 @@
 """Object detectors with torchvision's exact module layout: SSD300-VGG16, SSDlite320-MobileNetV3-Large,
-RetinaNet-ResNet50-FPN and a RetinaNet on a ResNet18-FPN.
+RetinaNet-ResNet50-FPN and a RetinaNet on a ResNet18-FPN; and trtkit's own ``retinanet_sample``, RetinaNet's head
+on a small ResNet-FPN (``small_fpn``), the sample detector that trains from scratch in minutes on a CPU.
 
 The designs, parameter names and numbers follow torchvision's detection models (``torchvision.models.detection``,
 BSD-3-Clause, Copyright (c) Soumith Chintala 2016 and the torchvision contributors); the code here is trtkit's
@@ -13,7 +14,8 @@ The modules, one job each:
 
 - ``registry``: the architectures by name, their torchvision parameters, ``create_detection_model`` and
   ``infer_detection_layout`` (imports without torch; what the rest of trtkit imports);
-- ``fpn`` (RetinaNet's ResNet-FPN, frozen BatchNorm), ``ssd_backbones`` (VGG16, MobileNetV3), ``heads``;
+- ``fpn`` (RetinaNet's ResNet-FPN, frozen BatchNorm), ``small_fpn`` (the sample's), ``ssd_backbones`` (VGG16,
+  MobileNetV3), ``heads``;
 - ``anchors``, ``boxes`` (box coding), ``nms`` (plain-PyTorch NMS deciding as torchvision's),
   ``postprocess`` (candidates, NMS, detections per image);
 - ``detector``: the module: ``decoded(images)`` -> (boxes ``[N, A, 4]``, scores ``[N, A, C]``), the network to
@@ -22,4 +24,5 @@ The modules, one job each:
 """
 
 from trtkit.models.detection.registry import (DEFAULT_CLASSES, DETECTION_ARCHITECTURES, create_detection_model,  # noqa
-                                              infer_detection_layout, is_detection_name, model_names)
+                                              infer_detection_layout, is_detection_name, load_detection_model,
+                                              model_names)

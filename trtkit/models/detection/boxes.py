@@ -4,7 +4,8 @@ A regression ``(dx, dy, dw, dh)`` against an anchor of centre ``(cx, cy)`` and s
 centre ``(cx + dx / wx * w, cy + dy / wy * h)`` and size ``(w * exp(dw / ww), h * exp(dh / wh))``, the size
 terms clamped at ``log(1000 / 16)`` before ``exp``; ``(wx, wy, ww, wh)`` are the coder's weights (RetinaNet
 1, 1, 1, 1; SSD 10, 10, 5, 5). The arithmetic is torchvision's, operation for operation, so decoded boxes
-are the same floats.
+are the same floats. ``encode`` is the inverse (torchvision's ``encode_boxes``): the regression targets a
+training loss compares the head's outputs with (``training.detection``).
 """
 
 import math
@@ -15,11 +16,27 @@ SIZE_CLAMP = math.log(1000.0 / 16)
 
 
 class BoxCoder(object):
-    """Decodes ``[..., A, 4]`` regressions against ``[A, 4]`` anchors (x1 y1 x2 y2) with ``weights``."""
+    """Decodes (and encodes) ``[..., A, 4]`` regressions against ``[A, 4]`` anchors (x1 y1 x2 y2) with ``weights``."""
 
     def __init__(self, weights, size_clamp=SIZE_CLAMP):
         self.weights = tuple(float(w) for w in weights)
         self.size_clamp = size_clamp
+
+    def encode(self, boxes, anchors):
+        """The regressions ``[..., A, 4]`` that ``decode`` turns back into ``boxes`` ``[..., A, 4]`` around
+        ``anchors`` ``[A, 4]`` (sizes within the clamp): ``wx * (x - cx) / w``, ..., ``ww * log(bw / w)``."""
+        anchors = anchors.to(boxes.dtype)
+        widths = anchors[:, 2] - anchors[:, 0]
+        heights = anchors[:, 3] - anchors[:, 1]
+        centre_x = anchors[:, 0] + 0.5 * widths
+        centre_y = anchors[:, 1] + 0.5 * heights
+        box_widths = boxes[..., 2] - boxes[..., 0]
+        box_heights = boxes[..., 3] - boxes[..., 1]
+        box_x = boxes[..., 0] + 0.5 * box_widths
+        box_y = boxes[..., 1] + 0.5 * box_heights
+        wx, wy, ww, wh = self.weights
+        return torch.stack((wx * (box_x - centre_x) / widths, wy * (box_y - centre_y) / heights,
+                            ww * torch.log(box_widths / widths), wh * torch.log(box_heights / heights)), dim=-1)
 
     def decode(self, codes, anchors):
         anchors = anchors.to(codes.dtype)

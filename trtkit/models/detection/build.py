@@ -12,6 +12,12 @@ from trtkit.models.detection.ssd_backbones import mobilenet_extractor, vgg16_ext
 
 def _parts(kind_name, backbone_name, num_classes, kind, options):
     """(backbone, head, anchors)."""
+    if kind_name == "retinanet_sample":
+        from trtkit.models.detection.small_fpn import small_fpn
+        anchors = GridAnchors(**kind["anchors"])
+        backbone = small_fpn()
+        return backbone, retinanet_head(backbone.out_channels, anchors.num_anchors_per_location()[0], num_classes,
+                                        kind["head_convs"], kind["head_groups"]), anchors
     if kind_name == "retinanet":
         anchors = GridAnchors(**kind["anchors"])
         backbone = resnet_fpn(backbone_name, frozen_bn=options["frozen_bn"], bn_eps=options["bn_eps"])

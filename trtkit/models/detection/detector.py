@@ -18,7 +18,7 @@ Outputs, in two stages:
   ``decoded`` then ``postprocess.postprocess`` with ``self.postprocessing`` (score threshold, top-k, batched
   NMS, detections per image), the part that can run on the host.
 
-Inference only: training (the matcher and the losses) is not here yet.
+Training (the matcher and the losses) is in ``trtkit.training.detection``, on ``head_outputs``.
 """
 
 import torch
@@ -46,13 +46,23 @@ class Detector(nn.Module):
         bottom, right = -height % step, -width % step
         return functional.pad(images, (0, right, 0, bottom)) if bottom or right else images
 
-    def _decode(self, images):
-        height, width = images.shape[-2:]
+    def _raw(self, images):
         padded = self._padded(images)
         features = self.backbone(padded)
         logits, regressions = self.head(features)
         anchors, level_sizes = self.anchor_generator(padded.shape[-2:], [f.shape[-2:] for f in features],
                                                      dtype=features[0].dtype, device=features[0].device)
+        return logits, regressions, anchors, level_sizes
+
+    def head_outputs(self, images):
+        """``(class logits [N, A, C], box regressions [N, A, 4], anchors [A, 4])`` of a normalized batch: what
+        a training loss compares with its targets (``training.detection``), before decoding and activation."""
+        logits, regressions, anchors, _ = self._raw(images)
+        return logits, regressions, anchors
+
+    def _decode(self, images):
+        height, width = images.shape[-2:]
+        logits, regressions, anchors, level_sizes = self._raw(images)
         boxes = clip_boxes(self.box_coder.decode(regressions, anchors), int(height), int(width))
         scores = torch.sigmoid(logits) if self.activation == "sigmoid" else functional.softmax(logits, dim=-1)
         return boxes, scores, level_sizes

@@ -111,7 +111,7 @@ class BackboneWithFPN(nn.Module):
         super(BackboneWithFPN, self).__init__()
         self.body = body
         self.fpn = fpn
-        self.out_channels = FPN_CHANNELS
+        self.out_channels = fpn.layer_blocks[0][0].out_channels  # FPN_CHANNELS but for the sample's small one
 
     def forward(self, x):
         return self.fpn(list(self.body(x).values()))

@@ -5,7 +5,11 @@ map and returns ``(class logits [N, A, C], box regressions [N, A, 4])``, a level
 by location, anchor by anchor (``flatten_level``), the levels one after the other: the anchors' order.
 
 - RetinaNet: four 3x3 convolutions with ReLU (``conv.K.0``), then ``cls_logits`` / ``bbox_reg``, shared by all
-  levels; the class bias starts at ``-log((1 - 0.01) / 0.01)`` (focal loss's prior). Checkpoints saved before
+  levels; the class bias starts at ``-log((1 - 0.01) / 0.01)`` (focal loss's prior). ``convs`` sets the
+  tower's depth (torchvision's 4; the small sample detector's 2, ``registry.KINDS``); ``groups`` puts a
+  GroupNorm after each tower convolution (``conv.K.0`` convolution without bias, ``conv.K.1`` GroupNorm,
+  ``conv.K.2`` ReLU: torchvision's RetinaNet v2 head), which the sample detector needs to train from scratch in
+  minutes. Checkpoints saved before
   torchvision gave the convolutions their own ``Sequential`` (``conv.0, conv.2, ...``) are renamed on load, as
   torchvision does.
 - SSD: one 3x3 convolution per level (``module_list.K``).
@@ -53,21 +57,27 @@ class _Shared(nn.Module):
 
     _version = 2
 
-    def __init__(self, channels, outputs, columns, final):
+    def __init__(self, channels, outputs, columns, final, convs=RETINANET_CONVS, groups=None):
         super(_Shared, self).__init__()
-        self.conv = nn.Sequential(*[nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True))
-                                    for _ in range(RETINANET_CONVS)])
+        if groups:
+            layers = [nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1, bias=False),
+                                    nn.GroupNorm(groups, channels), nn.ReLU(inplace=True)) for _ in range(convs)]
+        else:
+            layers = [nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(inplace=True))
+                      for _ in range(convs)]
+        self.conv = nn.Sequential(*layers)
         setattr(self, final, nn.Conv2d(channels, outputs, 3, padding=1))
         self.final = final
         self.columns = columns
         for layer in self.modules():
             if isinstance(layer, nn.Conv2d):
                 nn.init.normal_(layer.weight, std=0.01)
-                nn.init.zeros_(layer.bias)
+                if layer.bias is not None:
+                    nn.init.zeros_(layer.bias)
 
     def _load_from_state_dict(self, state_dict, prefix, metadata, *args):
         if (metadata or {}).get("version") is None or metadata["version"] < 2:
-            for index in range(RETINANET_CONVS):  # version 1: conv.0, conv.2, ... (ReLUs at the odd places)
+            for index in range(len(self.conv)):  # version 1: conv.0, conv.2, ... (ReLUs at the odd places)
                 for kind in ("weight", "bias"):
                     old = "{}conv.{}.{}".format(prefix, 2 * index, kind)
                     if old in state_dict:
@@ -89,10 +99,10 @@ class _Head(nn.Module):
         return self.classification_head(features), self.regression_head(features)
 
 
-def retinanet_head(channels, anchors, num_classes):
-    classification = _Shared(channels, anchors * num_classes, num_classes, "cls_logits")
+def retinanet_head(channels, anchors, num_classes, convs=RETINANET_CONVS, groups=None):
+    classification = _Shared(channels, anchors * num_classes, num_classes, "cls_logits", convs, groups)
     nn.init.constant_(classification.cls_logits.bias, -math.log((1 - PRIOR_PROBABILITY) / PRIOR_PROBABILITY))
-    return _Head(classification, _Shared(channels, anchors * 4, 4, "bbox_reg"))
+    return _Head(classification, _Shared(channels, anchors * 4, 4, "bbox_reg", convs, groups))
 
 
 def ssd_head(channels, anchors, num_classes):

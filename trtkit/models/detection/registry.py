@@ -12,6 +12,11 @@ COCO_RETINANET_BN_EPS = 0.0  # torchvision's retinanet_resnet50_fpn runs its COC
 RETINANET_ANCHORS = {"sizes": tuple((x, int(x * 2 ** (1.0 / 3)), int(x * 2 ** (2.0 / 3)))
                                     for x in (32, 64, 128, 256, 512)),
                      "aspect_ratios": ((0.5, 1.0, 2.0),) * 5}
+# the sample detector's (retinanet_sample, 128x128 inputs, objects of 8-64 px): square anchors, three sizes an
+# octave apart from 8 px at stride 8 to 203 px at stride 128
+SAMPLE_ANCHORS = {"sizes": tuple((x, int(round(x * 2 ** (1.0 / 3))), int(round(x * 2 ** (2.0 / 3))))
+                                 for x in (8, 16, 32, 64, 128)),
+                  "aspect_ratios": ((1.0,),) * 5}
 SSD300_BOXES = {"aspect_ratios": [[2], [2, 3], [2, 3], [2, 3], [2], [2]],
                 "scales": [0.07, 0.15, 0.33, 0.51, 0.69, 0.87, 1.05], "steps": [8, 16, 32, 64, 100, 300]}
 SSDLITE_BOXES = {"aspect_ratios": [[2, 3]] * 6, "min_ratio": 0.2, "max_ratio": 0.95}
@@ -22,10 +27,14 @@ DETECTION_ARCHITECTURES = {
     "retinanet_resnet50_fpn": ("retinanet", "resnet50"),
     "ssd300_vgg16": ("ssd", "vgg16"),
     "ssdlite320_mobilenet_v3_large": ("ssdlite", "mobilenet_v3_large"),
+    "retinanet_sample": ("retinanet_sample", "small_fpn"),  # the sample detector (models.sample)
 }
 
 # What torchvision's builders pass, per kind: the input (size, mean, std, resize), the anchors, the box coder's
 # weights, the score activation, the padding multiple, the post-processing and create_detection_model's options.
+# "retinanet_sample" is trtkit's own: RetinaNet's head (2 convolutions deep, GroupNorm of 16 groups), loss and
+# post-processing on a small backbone (``small_fpn``) at 128x128, a model that trains from scratch in minutes on
+# a CPU.
 KINDS = {
     "retinanet": {
         "input": (800, IMAGENET_MEAN, IMAGENET_STD, "pad"), "anchors": RETINANET_ANCHORS,
@@ -34,6 +43,14 @@ KINDS = {
         "postprocessing": {"score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 300,
                            "topk_candidates": 1000, "per_level": True},
         "options": {"frozen_bn": True, "bn_eps": None},
+    },
+    "retinanet_sample": {
+        "input": (128, IMAGENET_MEAN, IMAGENET_STD, "stretch"), "anchors": SAMPLE_ANCHORS,
+        "box_weights": (1.0, 1.0, 1.0, 1.0), "activation": "sigmoid", "size_divisible": 32, "head_convs": 2,
+        "head_groups": 16,
+        "postprocessing": {"score_thresh": 0.05, "nms_thresh": 0.5, "detections_per_img": 100,
+                           "topk_candidates": 1000, "per_level": True},
+        "options": {},
     },
     "ssd": {
         "input": (300, (0.48235, 0.45882, 0.40784), (1.0 / 255.0,) * 3, "stretch"), "anchors": SSD300_BOXES,
@@ -121,7 +138,8 @@ def infer_detection_layout(state_dict):
     """``(name, num_classes, options)`` of a torchvision-style detection state_dict (``options`` as
     ``create_detection_model`` takes them), or None when it is not one of ``DETECTION_ARCHITECTURES``.
 
-    RetinaNet is told by ``head.classification_head.cls_logits`` on ``backbone.body``, its ResNet by layer3's
+    ``retinanet_sample`` by RetinaNet's ``cls_logits`` on ``backbone.body.stem``. RetinaNet is told by
+    ``head.classification_head.cls_logits`` on ``backbone.body``, its ResNet by layer3's
     block count and kind, frozen norms by the absence of ``num_batches_tracked``. The frozen norms' eps is not in
     a state_dict: a frozen 91-class ``retinanet_resnet50_fpn`` is taken for torchvision's COCO_V1 checkpoint,
     which torchvision runs with eps 0 (``overwrite_eps(model, 0.0)`` in its builder), so its options say
@@ -129,6 +147,9 @@ def infer_detection_layout(state_dict):
     from ImageNet weights (a 91-class ResNet50 trained that way needs ``bn_eps=None`` passed back). SSD300 by
     ``backbone.scale_weight``; SSDlite by its head's ``module_list.0.1`` and the width of its last convolution."""
     head = "head.classification_head."
+    if head + "cls_logits.weight" in state_dict and "backbone.body.stem.0.0.weight" in state_dict:
+        return "retinanet_sample", _per_anchor(state_dict, head + "cls_logits.weight",
+                                               "head.regression_head.bbox_reg.weight"), {}
     if head + "cls_logits.weight" in state_dict and "backbone.body.conv1.weight" in state_dict:
         blocks = 0
         while "backbone.body.layer3.{}.conv1.weight".format(blocks) in state_dict:
@@ -152,3 +173,25 @@ def infer_detection_layout(state_dict):
                               "head.regression_head.module_list.0.1.weight")
         return "ssdlite320_mobilenet_v3_large", classes, {"reduced_tail": int(state_dict[last].shape[0]) < 960}
     return None
+
+
+def load_detection_model(name, checkpoint, state, meta, layout, num_classes=None):
+    """The detector of ``checkpoint`` (its ``state`` and trtkit ``meta`` already read; ``layout`` from
+    ``infer_detection_layout``), loaded strictly, in eval mode, with its saved contract (size, normalization,
+    class names) and its architecture's post-processing; ``name`` must agree with the layout and
+    ``num_classes`` with the checkpoint's (the segmentation models' ``load_segmentation_model``, for detectors)."""
+    from trtkit.errors import ModelMismatch
+    found, classes, options = layout
+    if name and name != found:
+        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
+                            hint="pass --model {} (or drop --model)".format(found))
+    if num_classes is not None and num_classes != classes:
+        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
+                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
+    contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
+    model = create_detection_model(found, num_classes=classes, contract=contract, **options)
+    from trtkit.models.classifiers import _load_strict
+    _load_strict(model, state, checkpoint, found)
+    model.eval()
+    model.trtkit_meta = meta
+    return model

@@ -1,0 +1,216 @@
+"""Training a RetinaNet-style detector (``models.detection``): RetinaNet's matcher and losses
+(``detection_loss``), flips that move the boxes with the pixels, AdamW with warm-up and cosine decay, and the
+held-out mAP.
+
+Why beside ``loop.fit`` and ``dense.fit_dense``: a detector's targets are a variable number of boxes per image
+that every augmentation must move, and it is judged by mAP, not accuracy or IoU. This loop is what the sample
+detector (``models.sample.sample_detection_model``) is trained with: on the CPU, seeded, with a progress bar.
+
+Inputs: ``images`` uint8 ``[N, H, W, 3]`` (normalized per batch by the model's ``input_contract``: pixel scale,
+mean, std, channel order) or float32 ``[N, 3, H, W]`` already normalized; ``records`` one ``BoxRecord`` per
+image with its boxes in the input's pixels (``data.boxes.input_boxes`` puts a file's there).
+
+Denormals: from-scratch training on a CPU produces many tiny gradients early on, and x86 arithmetic on
+denormal floats is tens of times slower (a step of the sample detector took 4-6 s instead of 0.5 s), so the
+loop flushes them to zero while it runs (``torch.set_flush_denormal``) and turns that off after.
+
+mAP: ``box_map`` is the one call that scores detections (pycocotools' COCOeval today), so another evaluator
+can take its place without touching the loop.
+"""
+
+import contextlib
+import io
+import time
+
+import numpy as np
+
+from trtkit import log
+from trtkit.deps import require
+from trtkit.errors import InputError
+
+FLIPS = ("horizontal", "vertical")
+
+
+def normalized_batch(images, contract):
+    """float32 NCHW of a batch: uint8 NHWC scaled and normalized by ``contract``; float NCHW as it is."""
+    if images.dtype != np.uint8:
+        return np.ascontiguousarray(images, dtype=np.float32)
+    x = images.astype(np.float32) * np.float32(contract.pixel_scale / 255.0)
+    if contract.channel_order == "bgr":
+        x = x[..., ::-1]
+    x = (x - np.asarray(contract.mean, np.float32)) / np.asarray(contract.std, np.float32)
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+
+
+def flip_boxes(boxes, extent, axis):
+    """``boxes`` ([M, 4] x1 y1 x2 y2) mirrored across an image ``extent`` pixels wide (``axis`` 0) or high (1)."""
+    flipped = boxes.copy()
+    flipped[:, axis] = extent - boxes[:, axis + 2]
+    flipped[:, axis + 2] = extent - boxes[:, axis]
+    return flipped
+
+
+def augmented(x, records, rng, flips):
+    """(x, [(boxes, labels)]) with each of ``flips`` applied to each image with probability 1/2, the boxes
+    moved with the pixels."""
+    height, width = x.shape[-2:]
+    targets = [(record.boxes.copy(), record.labels) for record in records]
+    for name in flips:
+        chosen = rng.rand(len(x)) < 0.5
+        axis = 0 if name == "horizontal" else 1
+        if chosen.any():
+            x[chosen] = x[chosen][..., ::-1] if axis == 0 else x[chosen][..., ::-1, :]
+        targets = [(flip_boxes(boxes, width if axis == 0 else height, axis) if flip else boxes, labels)
+                   for (boxes, labels), flip in zip(targets, chosen)]
+    return x, targets
+
+
+def _check(images, records, model, flips):
+    if len(images) != len(records) or not len(images):
+        raise InputError("{} images but {} box records".format(len(images), len(records)),
+                         hint="give one BoxRecord per image")
+    unknown = sorted(set(flips) - set(FLIPS))
+    if unknown:
+        raise InputError("unknown flip {}".format(", ".join(unknown)), hint="use {}".format(", ".join(FLIPS)))
+    height, width = (images.shape[1:3] if images.dtype == np.uint8 else images.shape[-2:])
+    for record in records:
+        if tuple(record.size) != (width, height):
+            raise InputError("{} is {}x{} but the images are {}x{}: the boxes must be in the input's pixels".format(
+                record.image, record.size[0], record.size[1], width, height),
+                hint="put them there with data.boxes.input_boxes(record, contract)")
+        classes = model.num_classes - (1 if model.activation == "softmax" else 0)  # SSD's background
+        if len(record) and int(record.labels.max()) >= classes:
+            raise InputError("{} has class {} but the model has {} object classes".format(
+                record.image, int(record.labels.max()), classes))
+
+
+def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout=None, mode="fp32", device="cpu",
+                  seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0,
+                  label="training detector"):
+    """Train ``model`` (a ``models.detection`` ``Detector``: RetinaNet's losses for sigmoid scores, SSD's for
+    softmax ones, whose class 0 is the background and the records' class k is column k + 1) for ``steps``
+    batches of ``batch_size`` drawn in a seeded order, epoch after epoch, from ``images`` and ``records``
+    (module doc), with ``flips`` ('horizontal', 'vertical': the latter only for data that has no up, like
+    drawn shapes). ``mode``: ``training.modes``' fp32, tf32, amp or bf16 (autocast; the loss in FP32).
+    Learning rate: ``loop.lr_at`` (warm-up over ``warmup`` of the run from lr/25, then cosine decay);
+    gradients clipped at norm ``clip_grad``.
+    ``heldout``: (images, records) scored at the end. Returns a history record: steps, loss (and its
+    classification and box parts, the mean of the last 10 steps), seconds, images/s and, with ``heldout``,
+    ``map50`` and ``map`` (COCO's mAP@[.5:.95])."""
+    torch = require("torch", "training")
+    from trtkit.log import Progress
+    from trtkit.training.detection_loss import retinanet_loss, ssd_loss
+    from trtkit.training.loop import lr_at
+    from trtkit.training.modes import Precision
+    if mode == "half":
+        raise InputError("the half recipe is not offered for detectors", hint="use fp32, tf32, amp or bf16")
+    _check(images, records, model, flips)
+    precision = Precision(mode, device)
+    rng = np.random.RandomState(seed)
+    torch.manual_seed(seed)
+    params = precision.prepare(model)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    scaler = precision.make_scaler()
+    contract = model.input_contract
+    softmax = model.activation == "softmax"  # SSD: class 0 is the background, the data's classes follow
+    loss_fn = ssd_loss if softmax else retinanet_loss
+    model.train()
+    start, history, order = time.time(), [], np.array([], dtype=np.int64)
+    torch.set_flush_denormal(True)
+    try:
+        with Progress(label, total=steps, unit="step") as bar:
+            for step in range(steps):
+                if len(order) < batch_size:
+                    order = np.concatenate([order, rng.permutation(len(images))])
+                index, order = np.sort(order[:batch_size]), order[batch_size:]
+                x, targets = augmented(normalized_batch(images[index], contract), [records[i] for i in index], rng,
+                                       flips)
+                x = precision.inputs(torch.from_numpy(np.ascontiguousarray(x)).to(device))
+                targets = [(torch.from_numpy(boxes).to(device), torch.from_numpy(labels + int(softmax)).to(device))
+                           for boxes, labels in targets]
+                for group in optimizer.param_groups:
+                    group["lr"] = lr_at(step, steps, lr, warmup)
+                optimizer.zero_grad(set_to_none=True)
+                with precision.autocast():
+                    logits, regressions, anchors = model.head_outputs(x)
+                losses = loss_fn(logits, regressions, anchors, targets, model.box_coder)
+                if not torch.isfinite(losses["loss"]):
+                    raise InputError("the detection loss is not finite at step {} ({} mode)".format(step, mode),
+                                     hint="lower the learning rate, or train in fp32")
+                scaler.backward(losses["loss"])
+                scaler.unscale(optimizer, params)
+                torch.nn.utils.clip_grad_norm_(params, clip_grad)
+                scaler.step(optimizer)
+                scaler.update()
+                history.append([float(losses[k].detach()) for k in ("loss", "classification", "box_regression")])
+                bar.update(1, postfix="loss {:.3f}".format(np.mean([h[0] for h in history[-10:]])))
+    finally:
+        torch.set_flush_denormal(False)
+    seconds = time.time() - start
+    last = np.mean(history[-10:], axis=0)
+    record = {"steps": steps, "loss": float(last[0]), "classification": float(last[1]),
+              "box_regression": float(last[2]), "first_loss": history[0][0], "seconds": round(seconds, 1),
+              "images_per_second": round(steps * batch_size / seconds, 1), "mode": mode}
+    model.eval()
+    if heldout is not None:
+        record.update(evaluate_detection(model, heldout[0], heldout[1], device=device))
+        log.info("held-out mAP@.5 {:.3f}, mAP@[.5:.95] {:.3f}".format(record["map50"], record["map"]))
+    return record
+
+
+def detect(model, images, batch_size=64, device="cpu"):
+    """One (boxes [D, 4], scores [D], labels [D]) numpy triple per image: ``model``'s detections (its
+    post-processing) in the input's pixels."""
+    torch = require("torch", "detection")
+    was_training = model.training
+    model.eval()
+    found = []
+    with torch.no_grad():
+        for first in range(0, len(images), batch_size):
+            x = torch.from_numpy(normalized_batch(images[first:first + batch_size], model.input_contract))
+            for image in model(x.to(device)):
+                found.append(tuple(image[k].cpu().numpy() for k in ("boxes", "scores", "labels")))
+    model.train(was_training)
+    return found
+
+
+def evaluate_detection(model, images, records, batch_size=64, device="cpu"):
+    """{"map50", "map"} of ``model`` on ``images`` against ``records`` (``box_map``); a softmax model's columns
+    1.. are the records' classes 0..."""
+    found = detect(model, images, batch_size, device)
+    background = int(model.activation == "softmax")  # SSD's detections are of columns 1..: the data's classes + 1
+    found = [(boxes, scores, labels - background) for boxes, scores, labels in found]
+    map50, mean_ap = box_map(found, records, model.num_classes - background)
+    return {"map50": map50, "map": mean_ap}
+
+
+def box_map(detections, records, num_classes):
+    """(mAP@.5, mAP@[.5:.95]) of ``detections`` (``detect``'s) against ``records``: COCO's evaluation
+    (pycocotools' COCOeval, 101-point interpolation, up to 100 detections per image, crowd and difficult
+    objects ignored), classes without objects left out of the mean. No detections at all score 0."""
+    require("pycocotools", "scoring detections (mAP)")
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+    images, annotations, results = [], [], []
+    for record, (boxes, scores, labels) in zip(records, detections):
+        images.append({"id": record.image_id, "width": record.size[0], "height": record.size[1]})
+        for box, label, ignore in zip(record.boxes.tolist(), record.labels.tolist(), record.ignore.tolist()):
+            width, height = box[2] - box[0], box[3] - box[1]
+            annotations.append({"id": len(annotations) + 1, "image_id": record.image_id, "category_id": label + 1,
+                                "bbox": [box[0], box[1], width, height], "area": width * height,
+                                "iscrowd": int(ignore)})
+        for box, score, label in zip(boxes.tolist(), scores.tolist(), labels.tolist()):
+            results.append({"image_id": record.image_id, "category_id": int(label) + 1, "score": score,
+                            "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]]})
+    if not results or not annotations:
+        return 0.0, 0.0
+    with contextlib.redirect_stdout(io.StringIO()):  # COCO and COCOeval print their progress
+        truth = COCO()
+        truth.dataset = {"images": images, "annotations": annotations,
+                         "categories": [{"id": k + 1} for k in range(num_classes)]}
+        truth.createIndex()
+        evaluation = COCOeval(truth, truth.loadRes(results), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return float(evaluation.stats[1]), float(evaluation.stats[0])
