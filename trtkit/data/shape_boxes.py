@@ -110,6 +110,18 @@ def shape_boxes_source(count=SHAPE_BOXES_COUNT, seed=SHAPE_BOXES_SEED):
     return images, records, list(BOX_CLASS_NAMES)
 
 
+def shape_boxes_reader():
+    """(RowReader of the images, ``BoxLabels`` of their records, class names): the detection sample as a data
+    source ('shape-boxes', ``data.sources``), its rows read like an .npz's."""
+    from trtkit.data.arrays import RowReader
+    from trtkit.data.boxes.record import BoxSet
+    from trtkit.data.shapes import _Rows
+    images, records, names = shape_boxes_source()
+    reader = RowReader("sample shape-boxes", images.shape, images.dtype, _Rows(images).rows,
+                       "sample:shape-boxes:v{}".format(SHAPE_BOXES_VERSION), kind="sample")
+    return reader, BoxSet(records, names, SHAPE_BOXES, "npz", SHAPE_BOXES).labels_reader(), names
+
+
 def write_shape_boxes(folder, count=64, seed=SHAPE_BOXES_SEED, size=SHAPE_BOXES_SIZE):
     """Write ``count`` drawn images as ``folder/images/NNNNN.png`` and ``folder/annotations/instances_all.json``
     (COCO instances: ``bbox`` as [x, y, width, height], category ids 1..3 in ``BOX_CLASS_NAMES`` order,

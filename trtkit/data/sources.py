@@ -18,6 +18,7 @@ from trtkit import log
 from trtkit.data.arrays import array_file, sample_reader
 from trtkit.data.cifar import cifar_reader, is_cifar_folder
 from trtkit.data.decode import FileReader
+from trtkit.data.shape_boxes import SHAPE_BOXES  # the detection sample's name
 from trtkit.data.folders import IMAGE_EXTENSIONS, SPLIT_DIRS  # noqa: F401  (IMAGE_EXTENSIONS: read from here too)
 from trtkit.errors import InputError
 
@@ -27,7 +28,7 @@ HELDOUT_FRACTION = 0.2
 SPLIT_SEED = 0
 _IGNORED_FILES = ("thumbs.db", "desktop.ini")
 _SOURCES_HINT = ("give a folder of class sub-folders of images (or images/ + masks/), a CIFAR-10 folder, a .npy/.npz "
-                 "file, 'sample' or 'shapes'")
+                 "file, data with boxes (COCO JSON, YOLO images/ + labels/, VOC), 'sample', 'shapes' or 'shape-boxes'")
 
 
 class Listing(object):
@@ -56,7 +57,8 @@ class Listing(object):
 
 
 def list_source(source, split="all"):
-    """The Listing of ``split`` of ``source``: 'sample' (digits), 'shapes' (the segmentation sample), a folder,
+    """The Listing of ``split`` of ``source``: 'sample' (digits), 'shapes' (the segmentation sample),
+    'shape-boxes' (the detection sample), a folder, data with boxes (``data.boxes``),
     a CIFAR-10 folder, a .npy/.npz file."""
     if split not in SPLITS:
         raise InputError("unknown split '{}'".format(split), hint="use one of " + ", ".join(SPLITS))
@@ -68,6 +70,12 @@ def list_source(source, split="all"):
         reader, masks, names = shapes_source()
         listing = _split_rows(SHAPES, reader, None, names, split)
         listing.annotations = (masks, listing.items)
+        return listing
+    if source == SHAPE_BOXES:
+        from trtkit.data.shape_boxes import shape_boxes_reader
+        reader, boxes, names = shape_boxes_reader()
+        listing = _split_rows(SHAPE_BOXES, reader, None, names, split)
+        listing.annotations = (boxes, listing.items)
         return listing
     path = os.path.expanduser(str(source))
     if not os.path.exists(path):

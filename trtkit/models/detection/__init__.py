@@ -23,6 +23,6 @@ The modules, one job each:
 - ``build``: assembling one from its parts.
 """
 
+from trtkit.models.detection.checkpoint import load_detection_model  # noqa: F401
 from trtkit.models.detection.registry import (DEFAULT_CLASSES, DETECTION_ARCHITECTURES, create_detection_model,  # noqa
-                                              infer_detection_layout, is_detection_name, load_detection_model,
-                                              model_names)
+                                              infer_detection_layout, is_detection_name, model_names)

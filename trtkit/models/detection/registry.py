@@ -174,24 +174,3 @@ def infer_detection_layout(state_dict):
         return "ssdlite320_mobilenet_v3_large", classes, {"reduced_tail": int(state_dict[last].shape[0]) < 960}
     return None
 
-
-def load_detection_model(name, checkpoint, state, meta, layout, num_classes=None):
-    """The detector of ``checkpoint`` (its ``state`` and trtkit ``meta`` already read; ``layout`` from
-    ``infer_detection_layout``), loaded strictly, in eval mode, with its saved contract (size, normalization,
-    class names) and its architecture's post-processing; ``name`` must agree with the layout and
-    ``num_classes`` with the checkpoint's (the segmentation models' ``load_segmentation_model``, for detectors)."""
-    from trtkit.errors import ModelMismatch
-    found, classes, options = layout
-    if name and name != found:
-        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
-                            hint="pass --model {} (or drop --model)".format(found))
-    if num_classes is not None and num_classes != classes:
-        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
-                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
-    contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
-    model = create_detection_model(found, num_classes=classes, contract=contract, **options)
-    from trtkit.models.classifiers import _load_strict
-    _load_strict(model, state, checkpoint, found)
-    model.eval()
-    model.trtkit_meta = meta
-    return model
