@@ -39,8 +39,9 @@ def check_graph_nms(runner, images, head, contract):
     """How the graph's own detections (``det_*`` outputs) compare with the host's selection of its ``decoded``
     on ``images`` (one batch the runner takes): {"images", "identical_images", "max_box_diff", "max_score_diff"}; None when the artifact
     has no ``det_*`` outputs. An image is identical when it keeps the same number of detections with the same
-    labels, in order, boxes within 1e-3 px and scores within 1e-5 (ties may order otherwise: the
-    ``detect.onnx_nms`` docstring says where the two can differ)."""
+    labels, boxes within 1e-3 px and scores within 1e-5, in one order (by score, then label and box: equal
+    scores, common in FP16 and INT8 variants, come out of the two in different orders). Where tied boxes
+    overlap, the two can keep different ones: the ``detect.onnx_nms`` docstring says where they can differ."""
     from trtkit.detect.onnx_nms import OUTPUTS
     from trtkit.detect.raw import OUTPUT_NAME
     from trtkit.detect.select import select_decoded
@@ -53,11 +54,12 @@ def check_graph_nms(runner, images, head, contract):
     identical, box_diff, score_diff, count = 0, 0.0, 0.0, 0
     for index, expected in enumerate(host):
         kept = int(outputs["det_count"][index])
-        labels = np.asarray(outputs["det_labels"][index][:kept])
-        same = kept == len(expected) and np.array_equal(labels, expected.labels)
+        graph = _canonical(outputs["det_boxes"][index][:kept], outputs["det_scores"][index][:kept],
+                           outputs["det_labels"][index][:kept])
+        mine = _canonical(expected.boxes, expected.scores, expected.labels)
+        same = kept == len(expected) and np.array_equal(graph[2], mine[2])
         if same and kept:
-            boxes = float(np.abs(np.asarray(outputs["det_boxes"][index][:kept]) - expected.boxes).max())
-            scores = float(np.abs(np.asarray(outputs["det_scores"][index][:kept]) - expected.scores).max())
+            boxes, scores = float(np.abs(graph[0] - mine[0]).max()), float(np.abs(graph[1] - mine[1]).max())
             box_diff, score_diff = max(box_diff, boxes), max(score_diff, scores)
             same = boxes <= 1e-3 and scores <= 1e-5
         identical += int(same)
@@ -68,3 +70,11 @@ def check_graph_nms(runner, images, head, contract):
         log.warn("the graph's NMS differs from the host's selection on {} of {} images (ties or an IoU at the "
                  "threshold; docs/detection.md)".format(count - identical, count))
     return result
+
+
+def _canonical(boxes, scores, labels):
+    """(boxes, scores, labels) in one order: score descending, then label, then box corners."""
+    boxes, scores = np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(scores, np.float32).reshape(-1)
+    labels = np.asarray(labels, np.int64).reshape(-1)
+    order = np.lexsort((boxes[:, 3], boxes[:, 2], boxes[:, 1], boxes[:, 0], labels, -scores))
+    return boxes[order], scores[order], labels[order]

@@ -230,6 +230,8 @@ def read_exported_kind(info, options, onnx_path):
     serve and the Triton config applied a second softmax (a face at 99.84% shown at 73%)."""
     from trtkit.onnx.layout import output_kind
     from trtkit.outputs import OutputKind
+    if info.get("detection"):  # a detector's decoded scores are its head's probabilities, whatever ends the graph
+        return
     found = output_kind(require("onnx").load(onnx_path), info.get("task"))
     if options.output_kind is not None:
         _check_override(options.output_kind, found, "of the exported module", info.setdefault("notes", []))
