@@ -95,7 +95,11 @@ def test_a_task_that_contradicts_the_model_is_one_line(tmp_path):
     with pytest.raises(ModelMismatch, match="is not a segmentation checkpoint"):
         trtkit.build(checkpoint=classifier, task="segmentation", data="sample", out=str(tmp_path / "z"))
     with pytest.raises(InputError, match="unknown task"):
-        trtkit.build(task="detection", data="sample", out=str(tmp_path / "w"))
+        trtkit.build(task="panoptic", data="sample", out=str(tmp_path / "w"))
+    with pytest.raises(ModelMismatch, match="is not a detection checkpoint"):
+        trtkit.build(checkpoint=classifier, task="detection", data="sample", out=str(tmp_path / "v"))
+    with pytest.raises(ModelMismatch, match="fcn.pt is not a detection checkpoint"):
+        trtkit.build(checkpoint=segmentation, task="detection", data="sample", out=str(tmp_path / "u"))
 
 
 def test_masks_give_miou_against_the_truth_and_gate_quantized_variants(tmp_path):

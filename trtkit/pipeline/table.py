@@ -13,15 +13,15 @@ def format_table(manifest):
     measured figure but not on its bound is ``ok*``, explained under the table."""
     task = tasks.of(manifest.get("model", {}).get("task"))
     metric = task.accuracy_name
-    agreements = [header for header, _ in task.agreement_columns]
-    figures = [field for _, field in task.agreement_columns]
+    agreements = [column[0] for column in task.agreement_columns]
+    figures = [column[1:] for column in task.agreement_columns]  # (field,) or (field, style)
     header = ["variant", "backend", "size"] + agreements + [metric, "max |diff|", "img/s", "status"]
     rows = []
     for a in manifest["artifacts"]:
         v = a.get("verify") or {}
         bounds = v.get("intervals") or {}
         rows.append([a["name"], a["backend"], human_bytes(a["bytes"])] + [
-            format_low(v.get(f), bounds.get(f)) for f in figures] + [
+            _figure(v, bounds, f) for f in figures] + [
             format_range(v.get("accuracy"), bounds.get("accuracy")),
             "{:.2e}".format(v["max_abs_diff"]) if v.get("max_abs_diff") is not None else "-",
             "{:.1f}".format(a["throughput_ips"]) if a.get("throughput_ips") else "-",
@@ -42,4 +42,18 @@ def format_table(manifest):
         lines.append("(>= x): the lower end of the 95% interval; [a, b]: the 95% interval; over {} verified images".format(
             max((a.get("verify") or {}).get("images") or 0 for a in manifest["artifacts"])))
     return "\n".join(lines)
+
+
+def _figure(verify, bounds, column):
+    """One agreement cell: a fraction with its 95% lower bound, or (``column[1]``) "signed" (+0.012: a shift
+    of a score) or "percent" (a figure without an interval)."""
+    field, style = column[0], (column[1] if len(column) > 1 else "low")
+    value = verify.get(field)
+    if value is None:
+        return "-"
+    if style == "signed":
+        return "{:+.3f}".format(value)
+    if style == "percent":
+        return "{:.2%}".format(value)
+    return format_low(value, bounds.get(field))
 

@@ -32,9 +32,10 @@ class Task(object):
     ``class_axis``: the output axis of the classes; ``multilabel``: whether independent sigmoids over that axis
     are labels of their own (False: overlapping masks, which trtkit does not read); ``flat``: the output is
     [N, classes] (an ONNX [N, C, 1, 1] one is flattened to it); ``output_text``: its output in an error
-    message; ``labels``: what its data's labels are (``classes`` or ``masks``); ``accuracy_name``: how the
-    figure against the labels reads in the build table; ``agreement_columns``: the table's (header, verify
-    field) columns of agreement with FP32; ``budget_labels``: how ``--precision auto``'s budget metrics read;
+    message; ``labels``: what its data's labels are (``classes``, ``masks`` or ``boxes``); ``accuracy_name``: how
+    the figure against the labels reads in the build table; ``agreement_columns``: the table's (header, verify
+    field[, style]) columns of agreement with FP32 (``pipeline.table``: a fraction with its lower bound, or
+    "signed", "percent"); ``budget_labels``: how ``--precision auto``'s budget metrics read;
     ``min_agreement``: the agreement gate per precision where it is the task's own (otherwise the options'
     ``--min-agreement`` defaults); ``miou_gates``: the mIoU against FP32's decisions a precision needs (empty: no
     such gate); ``max_miou_drop``: the mIoU a quantized variant may lose against the masks (None: no such

@@ -37,8 +37,9 @@ class Detection(Task):
     flat = False
     output_text = "[N, anchors, 4 + classes] decoded boxes and scores (detection)"
     labels = "boxes"
-    accuracy_name = "mAP"
-    agreement_columns = (("F1 vs FP32", "f1_agreement"), ("score shift", "agreement_mean_score_shift"))
+    accuracy_name = "mAP@[.5:.95]"
+    agreement_columns = (("F1 vs FP32", "f1_agreement"), ("score shift", "agreement_mean_score_shift", "signed"),
+                         ("mAP@.5", "map50", "percent"))
     budget_labels = {"accuracy": "mAP@[.5:.95]", "agreement": "F1 agreement with FP32's detections"}
     min_agreement = MIN_F1_AGREEMENT
     sample_name = SAMPLE
@@ -83,6 +84,11 @@ class Detection(Task):
         if selection.holds != "boxes":
             log.info("{} has no boxes (COCO JSON, YOLO labels/, VOC Annotations/ or an .npz with boxes): "
                      "verification reports agreement with FP32's detections, not mAP".format(data))
+            return False
+        from trtkit.deps import available
+        if not (available("faster_coco_eval") or available("pycocotools")):
+            log.warn("mAP needs a COCO evaluator (pip install 'trtkit[detection]': pycocotools, or "
+                     "faster-coco-eval): verification reports agreement with FP32's detections only")
             return False
         return True
 

@@ -18,8 +18,6 @@ mAP: ``box_map`` is the one call that scores detections (pycocotools' COCOeval t
 can take its place without touching the loop.
 """
 
-import contextlib
-import io
 import time
 
 import numpy as np
@@ -185,32 +183,14 @@ def evaluate_detection(model, images, records, batch_size=64, device="cpu"):
 
 
 def box_map(detections, records, num_classes):
-    """(mAP@.5, mAP@[.5:.95]) of ``detections`` (``detect``'s) against ``records``: COCO's evaluation
-    (pycocotools' COCOeval, 101-point interpolation, up to 100 detections per image, crowd and difficult
-    objects ignored), classes without objects left out of the mean. No detections at all score 0."""
-    require("pycocotools", "scoring detections (mAP)")
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-    images, annotations, results = [], [], []
-    for record, (boxes, scores, labels) in zip(records, detections):
-        images.append({"id": record.image_id, "width": record.size[0], "height": record.size[1]})
-        for box, label, ignore in zip(record.boxes.tolist(), record.labels.tolist(), record.ignore.tolist()):
-            width, height = box[2] - box[0], box[3] - box[1]
-            annotations.append({"id": len(annotations) + 1, "image_id": record.image_id, "category_id": label + 1,
-                                "bbox": [box[0], box[1], width, height], "area": width * height,
-                                "iscrowd": int(ignore)})
-        for box, score, label in zip(boxes.tolist(), scores.tolist(), labels.tolist()):
-            results.append({"image_id": record.image_id, "category_id": int(label) + 1, "score": score,
-                            "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]]})
-    if not results or not annotations:
-        return 0.0, 0.0
-    with contextlib.redirect_stdout(io.StringIO()):  # COCO and COCOeval print their progress
-        truth = COCO()
-        truth.dataset = {"images": images, "annotations": annotations,
-                         "categories": [{"id": k + 1} for k in range(num_classes)]}
-        truth.createIndex()
-        evaluation = COCOeval(truth, truth.loadRes(results), "bbox")
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    return float(evaluation.stats[1]), float(evaluation.stats[0])
+    """(mAP@.5, mAP@[.5:.95]) of ``detections`` ((boxes, scores, labels) per image) against ``records``, by
+    ``detect.metrics.CocoMap`` (the maintained COCO evaluator verification uses, so training and verification
+    report the same figure). No detections or no boxes at all score 0."""
+    from trtkit.detect.metrics import CocoMap
+    from trtkit.detect.records import Detections
+    scores = CocoMap(num_classes=num_classes)
+    for position, (record, (boxes, found, labels)) in enumerate(zip(records, detections)):
+        scores.update(position, record.boxes, record.labels, Detections(boxes, found, labels), record.iscrowd,
+                      record.difficult)
+    result = scores.result()
+    return float(result["map50"] or 0.0), float(result["map"] or 0.0)
