@@ -387,7 +387,8 @@ def _select(state, manifest, search):
     from trtkit.search.select import budget_metric, metric_label
     fp32 = [a for a in manifest["artifacts"] if a["precision"] == "fp32" and a.get("verify")]
     reference_accuracy = fp32[0]["verify"].get("reference_accuracy") if fp32 else None
-    metric, warning = budget_metric(state.labels_usable, reference_accuracy, state.source.num_classes)
+    metric, warning = budget_metric(state.labels_usable, reference_accuracy, state.source.num_classes,
+                                    state.source.info.get("task"))
     if warning:
         log.warn("auto: " + warning)
     task = manifest.get("model", {}).get("task")

@@ -77,7 +77,7 @@ def choose_tune_metric(tune, reference, num_classes):
     DeepLabV3 with random weights had 0.00 points of mIoU drop on the tune split for an INT8 that lost 9.4
     points of pixel agreement, so the search never looked for a mixed variant."""
     from trtkit.search.select import budget_metric
-    metric, why = budget_metric(tune.labels is not None, reference.get("accuracy"), num_classes)
+    metric, why = budget_metric(tune.labels is not None, reference.get("accuracy"), num_classes, tune.task)
     if metric != tune.metric:
         log.info("tune split: {}".format(why or "ranked by agreement with FP32"))
         tune.use_metric(metric)

@@ -75,12 +75,7 @@ def drop_of(record, metric):
 NEAR_CHANCE = 0.25  # a reference within a quarter of the way from chance to perfect is "near chance"
 
 
-def chance_accuracy(num_classes):
-    """Top-1 accuracy of guessing among ``num_classes`` classes (None when unknown)."""
-    return 1.0 / num_classes if num_classes and num_classes > 1 else None
-
-
-def budget_metric(labelled, reference_accuracy, num_classes):
+def budget_metric(labelled, reference_accuracy, num_classes, task=None):
     """(metric, warning or None): what ``--max-drop`` is measured in.
 
     ``accuracy`` on labelled data whose FP32 reference is clearly better than chance; ``agreement`` with
@@ -89,7 +84,7 @@ def budget_metric(labelled, reference_accuracy, num_classes):
     """
     if not labelled or reference_accuracy is None:
         return "agreement", None
-    chance = chance_accuracy(num_classes)
+    chance = tasks.of(task).chance_accuracy(num_classes)
     if chance is not None and reference_accuracy < chance + NEAR_CHANCE * (1.0 - chance):
         return "agreement", ("the FP32 reference's accuracy {:.1%} is near chance ({:.1%} for {} classes): the "
                              "budget rests on agreement with FP32, not on accuracy; check --data and the input "

@@ -37,6 +37,7 @@ class TuneSet(object):
         # one per graph by ``detections()``; ``reference`` then holds FP32's detections per image, ``labels`` the
         # BoxRecords
         self.detections = detections
+        self.task = None  # the model's task (a name), for the budget's chance level (select.budget_metric)
         self.forced_metric = None
 
     @property
@@ -72,16 +73,20 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
         if tune.labels is not None and comparison().labels is None:
             tune.labels = None
+        tune.task = task.name
         return tune
     if task.dense:
         tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True)
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
+        tune.task = task.name
         return tune
     reference = logits_of(fp32_onnx, imageset.images, batch_size)
     if labels is not None and (kind.multilabel or len(labels) == 0 or
                                labels.max() >= kind.classes(reference.shape[1])):
         labels = None
-    return TuneSet(imageset.images, labels, reference, selection.identity, kind)
+    tune = TuneSet(imageset.images, labels, reference, selection.identity, kind)
+    tune.task = task.name
+    return tune
 
 
 def outputs_of(model, tune, batch_size=32):

@@ -118,6 +118,11 @@ class Task(object):
         (a detector's mAP), or None (no such gate here; segmentation's mIoU gates are ``pipeline.gate``'s)."""
         return None
 
+    def chance_accuracy(self, num_classes):
+        """The figure against the labels that guessing among ``num_classes`` classes gets (None when unknown):
+        below about it, a drop in accuracy measures nothing (``search.select.budget_metric``)."""
+        return 1.0 / num_classes if num_classes and num_classes > 1 else None
+
     def metric_label(self, metric):
         """How ``--precision auto``'s budget ``metric`` ("accuracy", "agreement") reads in logs and reports."""
         return self.budget_labels.get(metric, metric)

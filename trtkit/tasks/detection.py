@@ -95,6 +95,10 @@ class Detection(Task):
     def agreement_name(self, kind):
         return "F1 (detections)"
 
+    def chance_accuracy(self, num_classes):
+        """Guessed boxes score about 0 mAP, whatever the number of classes."""
+        return 0.0
+
     def accuracy_short(self, record):
         """Why a variant's mAP is too far below FP32's (``MAX_MAP_DROP``), or None."""
         verify = record["verify"]
