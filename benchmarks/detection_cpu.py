@@ -376,11 +376,12 @@ def text_table(record):
             "-" if r["vs_nncf_int8"] is None else "{:.2f}x".format(r["vs_nncf_int8"]), _f(r["map"]),
             _f(r["map50"]), _f(r["f1_agreement"])))
     v = m["verdict"]
-    lines += ["", "trtkit chose {} ({}; its build's verification: mAP {} vs FP32 {}, F1 {}); auto build {} s, "
+    lines += ["", "trtkit chose {} ({}; its build's verification: mAP {} vs FP32 {}, F1 {}); auto build {}; "
               "nncf.quantize {} s ({} calibration images, {} tail ops ignored)".format(
                   m["chosen"], m["chosen_backend"], _f(m["chosen_verification"]["map"]),
                   _f(m["chosen_verification"]["reference_map"]), _f(m["chosen_verification"]["f1_agreement"]),
-                  m["build_seconds"] if m["build_seconds"] is not None else "(reused: {})".format(m["build_note"]),
+                  "{} s".format(m["build_seconds"]) if m["build_seconds"] is not None else "reused, made by: {}".format(
+                      m["build_note"]),
                   m["nncf_seconds"], m["calib_images"], len(m["nncf_ignored_scope"])),
               "goal (trtkit auto >= NNCF INT8's img/s at no lower mAP@[.5:.95]): mAP {} vs {} ({}); {}: {}".format(
                   _f(v["map_auto"]), _f(v["map_nncf"]), "not lower" if v["map_not_lower"] else "LOWER",
