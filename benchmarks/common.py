@@ -81,17 +81,21 @@ def paired_ratio(values, base):
     return round(float(np.median(ratios)), 3) if ratios else None
 
 
-def nncf_int8(fp32, images, path):
+def nncf_int8(fp32, images, path, ignored_scope=None):
     """OpenVINO's own INT8 of the ONNX file ``fp32``: ``nncf.quantize`` (default preset) on ``images``, already
     preprocessed: an (N, C, H, W) float32 array, or a sized iterable of (1, C, H, W) arrays that can be iterated
     more than once (so a large set need not be in memory); every image is used. Saved as OpenVINO IR at ``path``
-    (.xml). Returns (path, seconds nncf.quantize took)."""
+    (.xml). ``ignored_scope``: None, an ``nncf.IgnoredScope``, or a function of the OpenVINO model returning
+    one (node names are the read model's). Returns (path, seconds nncf.quantize took)."""
     import nncf
     import openvino as ov
     model = ov.Core().read_model(fp32)
+    if callable(ignored_scope):
+        ignored_scope = ignored_scope(model)
     items = [images[i:i + 1] for i in range(images.shape[0])] if hasattr(images, "shape") else images
     start = time.time()
-    quantized = nncf.quantize(model, nncf.Dataset(items), subset_size=len(items))
+    options = {} if ignored_scope is None else {"ignored_scope": ignored_scope}
+    quantized = nncf.quantize(model, nncf.Dataset(items), subset_size=len(items), **options)
     seconds = time.time() - start
     ov.save_model(quantized, path, compress_to_fp16=False)
     return path, seconds
