@@ -324,6 +324,18 @@ def load_model(name, checkpoint, num_classes=None, input_size=None, parts=None):
     return model
 
 
+def check_layout(checkpoint, found, classes, name=None, num_classes=None):
+    """ModelMismatch unless ``name`` (``--model``, None: any) is the architecture ``found`` in ``checkpoint``'s
+    state_dict and ``num_classes`` (None: any) its ``classes``: the check every task's checkpoint loader makes."""
+    from trtkit.errors import ModelMismatch
+    if name and name != found:
+        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
+                            hint="pass --model {} (or drop --model)".format(found))
+    if num_classes is not None and num_classes != classes:
+        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
+                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
+
+
 def _load_strict(model, state, path, name):
     expected = model.state_dict()
     missing = [k for k in expected if k not in state]

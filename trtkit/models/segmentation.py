@@ -277,14 +277,9 @@ def load_segmentation_model(name, checkpoint, state, meta, layout, num_classes=N
     """The segmentation model of ``checkpoint`` (its ``state`` and trtkit ``meta`` already read; ``layout`` from
     ``infer_segmentation_layout``), loaded strictly; ``name`` (``--model``) must agree with the layout and
     ``num_classes`` with the checkpoint's."""
-    from trtkit.errors import ModelMismatch
+    from trtkit.models.classifiers import check_layout
     found, classes, aux = layout
-    if name and name != found:
-        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
-                            hint="pass --model {} (or drop --model)".format(found))
-    if num_classes is not None and num_classes != classes:
-        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
-                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
+    check_layout(checkpoint, found, classes, name, num_classes)
     contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
     model = create_segmentation_model(found, num_classes=classes, aux=aux, contract=contract)
     from trtkit.models.classifiers import _load_strict

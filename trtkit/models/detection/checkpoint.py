@@ -1,7 +1,6 @@
 """A detection checkpoint into its model: the layout read from the state_dict, loaded strictly."""
 
 from trtkit.contract import InputContract
-from trtkit.errors import ModelMismatch
 
 
 def load_detection_model(name, checkpoint, state, meta, layout, num_classes=None):
@@ -9,15 +8,10 @@ def load_detection_model(name, checkpoint, state, meta, layout, num_classes=None
     ``registry.infer_detection_layout``), loaded strictly. ``name`` (``--model``) must agree with the layout and
     ``num_classes`` with the checkpoint's. trtkit's own checkpoints carry the input contract (class names
     included) and the options it was built with (``meta["detection_options"]``), which win over the guess."""
-    from trtkit.models.classifiers import _load_strict
+    from trtkit.models.classifiers import _load_strict, check_layout
     from trtkit.models.detection.registry import create_detection_model
     found, classes, options = layout
-    if name and name != found:
-        raise ModelMismatch("{} is a {} checkpoint, not {}".format(checkpoint, found, name),
-                            hint="pass --model {} (or drop --model)".format(found))
-    if num_classes is not None and num_classes != classes:
-        raise ModelMismatch("{} is for {} classes, not {}".format(checkpoint, classes, num_classes),
-                            hint="drop --num-classes or pass the checkpoint trained for {} classes".format(num_classes))
+    check_layout(checkpoint, found, classes, name, num_classes)
     options = dict(options, **(meta.get("detection_options") or {}))
     contract = InputContract.from_dict(meta["input"]) if meta.get("input") else None
     model = create_detection_model(found, num_classes=classes, contract=contract,
