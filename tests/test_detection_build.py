@@ -133,3 +133,20 @@ def test_tensorrt_rtx_builds_fp16_and_int8_engines_with_host_nms(tmp_path, name,
         assert record["nms"]["placement"] == "host" and "no runner" in record["nms"]["reason"]
         assert os.path.getsize(os.path.join(out, record["path"])) > 100000
         assert record["status"] in ("built", "ok")  # without a GPU the engines are built, not run
+
+
+def test_the_app_uses_the_artifacts_own_nms_and_it_answers_as_the_host(sample_build):
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    out, _ = sample_build
+    images, _ = draw_shape_boxes(8, seed=77)
+    with trtkit.load(out, precision="int8") as detector:
+        assert detector._graph_selects(detector.options)  # NMS in the ONNX Runtime artifact, the build's head
+        assert not detector._graph_selects(detector.options.updated(iou_threshold=0.3))  # an override: the host
+        graph = detector.predict(images)
+        host = detector.detections(detector.decoded(images), [(128, 128)] * len(images))
+    assert sum(len(found) for found in graph) > 0
+    for mine, theirs in zip(graph, host):
+        assert len(mine) == len(theirs)
+        one, two = np.lexsort((mine.labels, -mine.scores)), np.lexsort((theirs.labels, -theirs.scores))
+        assert np.array_equal(mine.labels[one], theirs.labels[two])
+        assert np.allclose(mine.boxes[one], theirs.boxes[two], atol=1e-3)

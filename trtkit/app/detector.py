@@ -184,9 +184,22 @@ class Detector(LoadedModel):
         ...). ``on_unreadable(path, error)``: files that cannot be read go to it and are skipped (None: an
         error)."""
         chosen = self.options.updated(**options)
+        if self._graph_selects(chosen):  # the artifact's own NMS, with the build's parameters
+            for labels, outputs, sizes in self._run(inputs, workers, on_unreadable, run=self.runner.infer_all):
+                for label, found, size in zip(labels, _graph_detections(outputs), sizes):
+                    yield label, self._in_image(found.above(chosen.score_threshold), size)
+            return
         for labels, decoded, sizes in self._run(inputs, workers, on_unreadable):
             for label, found in zip(labels, self._select(decoded, sizes, chosen)):
                 yield label, found
+
+    def _graph_selects(self, options):
+        """Whether the artifact selects its detections itself (NMS in the graph: ``detect.onnx_nms``'s outputs)
+        with the parameters asked for: the build's, no override; and it takes any batch (no range to pad to)."""
+        from trtkit.detect.onnx_nms import OUTPUTS
+        names = set(spec.name for spec in self.runner.outputs())
+        return set(OUTPUTS) <= names and self.runner.batch_range() is None and \
+            options.head(self.build_head).postprocessing == self.build_head.postprocessing
 
     def detections(self, decoded, sizes=None, **options):
         """A raw batch ``[N, A, 4 + C]`` -> per row its ``ImageDetections``, in the image of ``sizes``' entry
@@ -217,6 +230,17 @@ class Detector(LoadedModel):
         names = self.names
         return ImageDetections(boxes[keep], found.scores[keep], found.labels[keep],
                                [names[i] for i in found.labels[keep]], size)
+
+
+def _graph_detections(outputs):
+    """One ``Detections`` per image of the graph's ``det_*`` outputs (its first ``det_count`` rows)."""
+    from trtkit.detect.records import Detections
+    found = []
+    for index, count in enumerate(np.asarray(outputs["det_count"]).reshape(-1)):
+        count = int(count)
+        found.append(Detections(outputs["det_boxes"][index][:count], outputs["det_scores"][index][:count],
+                                outputs["det_labels"][index][:count]))
+    return found
 
 
 def _head_of(target):

@@ -113,10 +113,14 @@ class LoadedModel(object):
         """The output of no input: float32 with 0 rows and the output's other dims (0 where dynamic)."""
         return np.zeros([0] + [d or 0 for d in self.output_shape], dtype=np.float32)
 
-    def _run(self, inputs, workers=None, on_unreadable=None):
+    def _run(self, inputs, workers=None, on_unreadable=None, run=None):
         """Yield (labels, outputs, sizes) per batch of at most ``batch_size`` inputs (a float batch is sliced, not
-        copied); ``sizes``: each image's own (w, h), None for preprocessed inputs."""
+        copied); ``sizes``: each image's own (w, h), None for preprocessed inputs. ``run(batch)``: what a batch
+        gives (default: the first output, within the artifact's batch range)."""
         from trtkit.pipeline.verify import run_batches
+        if run is None:
+            def run(batch):
+                return run_batches(self.runner, batch, self.batch_size)
         if isinstance(inputs, np.ndarray) and inputs.ndim == 4 and inputs.dtype.kind == "f":
             from trtkit.app.inputs import prepare
             if inputs.shape[0]:
@@ -125,11 +129,11 @@ class LoadedModel(object):
             for start in range(0, batch.shape[0], self.batch_size):
                 chunk = batch[start:start + self.batch_size]
                 count = chunk.shape[0]
-                yield ["<array>"] * count, run_batches(self.runner, chunk, self.batch_size), [None] * count
+                yield ["<array>"] * count, run(chunk), [None] * count
             return
         from trtkit.app.inputs import batches
         for labels, batch, sizes in batches(inputs, self.contract, self.batch_size, workers, on_unreadable):
-            yield labels, run_batches(self.runner, batch, self.batch_size), sizes
+            yield labels, run(batch), sizes
 
     # ------------------------------------------------------------ lifecycle
     def close(self):
