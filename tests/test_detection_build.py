@@ -150,3 +150,19 @@ def test_the_app_uses_the_artifacts_own_nms_and_it_answers_as_the_host(sample_bu
         one, two = np.lexsort((mine.labels, -mine.scores)), np.lexsort((theirs.labels, -theirs.scores))
         assert np.array_equal(mine.labels[one], theirs.labels[two])
         assert np.allclose(mine.boxes[one], theirs.boxes[two], atol=1e-3)
+
+
+def test_bench_reports_the_host_selection_apart(sample_build):
+    from trtkit.bench.selection import selection_notes, time_host_selection
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    out, manifest = sample_build
+    images, _ = draw_shape_boxes(3, seed=5)
+    from trtkit.contract import InputContract
+    from trtkit.data.preprocess import preprocess
+    contract = InputContract.from_dict(manifest["model"]["input"])
+    batch = np.stack([preprocess(image, contract) for image in images])
+    rows = time_host_selection(out, manifest, batch, [1, 4], seconds=0.05)
+    assert [r["batch"] for r in rows] == [1, 4] and all(r["ms_per_batch"] > 0 and r["calls"] >= 3 for r in rows)
+    assert rows[1]["ms_per_image"] == pytest.approx(rows[1]["ms_per_batch"] / 4, rel=1e-2)
+    assert "host selection" in selection_notes(rows)[0] and selection_notes([]) == []
+    assert time_host_selection(out, {"model": {"task": "classification"}}, batch, [1]) == []

@@ -137,13 +137,17 @@ def run(args):
     result = run_matrix(variants, images, options, output_kind=(manifest.get("model") or {}).get("output_kind"))
     result["source"] = {"manifest": os.path.join(build.folder, "manifest.json") if build else None,
                         "images": source}
+    from trtkit.bench.selection import selection_notes, time_host_selection
+    if build is not None:  # a detector: its host selection, timed on its own (bench.selection)
+        result["host_selection"] = time_host_selection(build.folder, manifest, images, options.sizes(),
+                                                       min(options.seconds, 1.0))
     title = args.title or "{} benchmark".format(variants[0].model)
     paths = write_reports(result, out_dir, title=title, png=not args.no_png)
     from trtkit.bench.sweeps import write_batch_table
     paths["batch"], batch_table = write_batch_table(result, out_dir)
     table, notes = markdown_table(result)
     print(table)
-    for note in notes:
+    for note in notes + selection_notes(result.get("host_selection")):
         print(note)
     if len(options.sizes()) > 1:
         print("\n" + batch_table)

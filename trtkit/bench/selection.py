@@ -1,0 +1,55 @@
+"""A detector's host selection (candidates, NMS, best per image), timed on its own for ``trtkit bench``.
+
+Why apart from the runtimes' rows: where NMS runs differs per backend (``Backend.nms_placement``). ONNX
+Runtime and OpenVINO artifacts select in the graph, so their rows include it; the PyTorch baselines and
+TensorRT-RTX engines give the ``decoded`` tensor and the host selects after them (``detect.select``). This
+figure says what that host step costs per batch, so the rows can be compared knowing what each includes.
+"""
+
+import time
+
+import numpy as np
+
+
+def time_host_selection(build_folder, manifest, images, batch_sizes, seconds=0.5):
+    """[{"batch", "ms_per_batch", "ms_per_image", "detections_per_image", "calls"}] of ``detect.select`` on the
+    FP32 artifact's ``decoded`` output for ``images``, per batch size; [] for a build that is no detector."""
+    record = (manifest.get("model") or {}).get("detection")
+    if not record or not len(images):
+        return []
+    from trtkit.app.loader import load
+    from trtkit.contract import InputContract
+    from trtkit.detect.params import DetectionHead
+    from trtkit.detect.select import select_decoded
+    head = DetectionHead.from_dict(record)
+    contract = InputContract.from_dict(manifest["model"]["input"])
+    with load(build_folder, precision="fp32") as detector:
+        decoded = detector.decoded(images)
+    rows = []
+    for batch in batch_sizes:
+        chunk = decoded[:batch]
+        if len(chunk) < batch:  # fewer images than the batch: repeat them (selection does not care which)
+            chunk = np.concatenate([chunk] * (batch // max(len(chunk), 1) + 1))[:batch]
+        found = select_decoded(chunk, head, contract.height, contract.width)  # warm-up
+        times, start = [], time.perf_counter()
+        while time.perf_counter() - start < seconds or len(times) < 3:
+            tick = time.perf_counter()
+            select_decoded(chunk, head, contract.height, contract.width)
+            times.append(time.perf_counter() - tick)
+        median = float(np.median(times))
+        rows.append({"batch": int(batch), "ms_per_batch": round(1000 * median, 3),
+                     "ms_per_image": round(1000 * median / batch, 3),
+                     "detections_per_image": round(sum(len(f) for f in found) / float(batch), 1),
+                     "calls": len(times)})
+    return rows
+
+
+def selection_notes(rows):
+    """The lines ``trtkit bench`` prints under its table for a detector."""
+    if not rows:
+        return []
+    parts = ["batch {}: {:.2f} ms ({:.2f} ms/image)".format(r["batch"], r["ms_per_batch"], r["ms_per_image"])
+             for r in rows]
+    return ["- detection: ONNX Runtime and OpenVINO rows include their graph's NMS; PyTorch and TensorRT-RTX rows "
+            "time the network to its decoded output, and the host selection after it (numpy) takes " +
+            "; ".join(parts)]
