@@ -139,3 +139,19 @@ def test_a_coco_file_is_a_data_source_with_boxes(tmp_path):
     assert [r.size for r in records] == [(40 + 4 * i, 30) for i in range(6)]
     loaded = selection.load(progress=False)
     assert isinstance(loaded.labels, list) and len(loaded.labels) == 6
+
+
+def test_an_exported_detector_carries_its_head_and_an_onnx_without_one_is_refused_first(tmp_path):
+    import trtkit
+    from trtkit.onnx.load import detection_metadata
+    model, path = _export(tmp_path)
+    assert detection_metadata(onnx.load(path)) == model.detection_head.to_dict()
+    bare = onnx.load(path)
+    kept = [p for p in bare.metadata_props if p.key != "trtkit.detection_head"]
+    del bare.metadata_props[:]
+    bare.metadata_props.extend(kept)
+    other = str(tmp_path / "other.onnx")
+    onnx.save(bare, other)
+    with pytest.raises(InputError, match="has no trtkit detection head in its metadata") as caught:
+        trtkit.build(onnx=other, task="detection", data="shape-boxes", out=str(tmp_path / "out"))
+    assert "--checkpoint" in caught.value.hint and not os.path.exists(str(tmp_path / "out"))

@@ -101,7 +101,7 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
                                            choose_opset(torch.__version__, tensorrt_version, requested), axes, output)
         else:
             used = _export_torchscript(torch, model, example, tmp, opset, axes, output)
-        _finish(tmp, contract)
+        _finish(tmp, contract, getattr(model, "detection_head", None))
         if image_sizes:
             _check_runs_at(tmp, example, image_sizes[0])
     return used
@@ -177,14 +177,17 @@ def _export_dynamo(torch, model, example, path, opset, image_sizes=None, output=
     return "dynamo", opset
 
 
-def _finish(path, contract):
+def _finish(path, contract, detection_head=None):
     """One self-contained file (TensorRT parsers and copies expect that for small models) that carries the
-    model's input contract, so a later ``--onnx`` build of it preprocesses the same way."""
+    model's input contract (and a detector's head), so a later ``--onnx`` build of it preprocesses (and
+    selects) the same way."""
     import os
     onnx = require("onnx")
-    from trtkit.onnx.load import set_contract_metadata
+    from trtkit.onnx.load import set_contract_metadata, set_detection_metadata
     model = onnx.load(path)
     set_contract_metadata(model, contract)
+    if detection_head is not None:
+        set_detection_metadata(model, detection_head)
     onnx.save(model, path, save_as_external_data=False)
     if os.path.exists(path + ".data"):
         os.remove(path + ".data")

@@ -54,6 +54,33 @@ def set_contract_metadata(model, contract):
     entry.key, entry.value = CONTRACT_KEY, json.dumps(contract.to_dict(), sort_keys=True)
 
 
+DETECTION_KEY = "trtkit.detection_head"  # metadata_props entry: a detector's DetectionHead as JSON
+
+
+def set_detection_metadata(model, head):
+    """Record a detector's ``head`` (``detect.params.DetectionHead``) in the ModelProto's metadata_props, so an
+    ``--onnx`` build of the file selects its detections as the build that exported it."""
+    import json
+    kept = [p for p in model.metadata_props if p.key != DETECTION_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = DETECTION_KEY, json.dumps(head.to_dict(), sort_keys=True)
+
+
+def detection_metadata(model):
+    """The ``DetectionHead`` record (a dict) a trtkit export of a detector wrote in ``model``, or None."""
+    import json
+    from trtkit.detect.params import DetectionHead
+    for prop in model.metadata_props:
+        if prop.key == DETECTION_KEY:
+            try:
+                return DetectionHead.from_dict(json.loads(prop.value)).to_dict()
+            except (ValueError, TypeError, KeyError, InputError) as exc:
+                log.warn("ignoring the unreadable detection head in the ONNX metadata ({})".format(exc))
+    return None
+
+
 def contract_metadata(model):
     """The InputContract a trtkit export recorded in ``model``, or None (other exporters, unreadable)."""
     import json

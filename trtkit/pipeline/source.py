@@ -193,7 +193,9 @@ def _onnx_source(options, work_dir):
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     overrides = options.input_overrides()
-    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"), task=options.task,
+    head = _onnx_detector(options, options.onnx)  # a trtkit detector: read as one from the start
+    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"),
+                                  task=tasks.DETECTION.name if head is not None else options.task,
                                   output=options.output)
     for note in notes:
         log.info("onnx: " + note)
@@ -209,18 +211,40 @@ def _onnx_source(options, work_dir):
     if fixed["size"] is None and "size" not in overrides and summary.contract is None:
         raise InputError("the ONNX input has no fixed height/width", hint="pass --input-size N or HxW")
     contract = resolve(summary.contract, overrides, fixed, what=os.path.basename(options.onnx))
-    kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
-                        "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape),
-                        options.threshold)
-    _check_override(options.output_kind, summary.output_kind, "'{}'".format(summary.output_names[0]), notes)
-    num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
+    if head is not None:  # its decoded scores are the head's probabilities
+        from trtkit.outputs import OutputKind
+        kind, num_classes = OutputKind.parse("probabilities"), head["num_classes"]
+    else:
+        kind = _output_kind(options.output_kind or summary.output_kind, summary.num_classes,
+                            "the ONNX output '{}' {}".format(summary.output_names[0], summary.output_shape),
+                            options.threshold)
+        _check_override(options.output_kind, summary.output_kind, "'{}'".format(summary.output_names[0]), notes)
+        num_classes = kind.classes(summary.num_classes) if summary.num_classes else None
     if options.num_classes and num_classes and options.num_classes != num_classes:
         raise InputError("{} outputs {} classes, not {}".format(options.onnx, num_classes, options.num_classes))
     info = {"name": name, "source": "onnx", "onnx": os.path.abspath(options.onnx),
             "sha256": sha256_file(options.onnx), "num_classes": num_classes, "input": contract.to_dict(),
             "input_name": summary.input_name, "output_names": summary.output_names, "opset": summary.opset,
             "output_kind": kind.name, "task": summary.task, "notes": notes}
+    if head is not None:
+        info.update(task=tasks.DETECTION.name, detection=head)
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
+
+
+def _onnx_detector(options, onnx_path):
+    """An ONNX detector's head record, from the metadata trtkit's export writes (``onnx.load.
+    detection_metadata``), or None for another model; refused in one line, before anything is built, for a
+    detector ONNX without it (``--task detection`` on another exporter's graph)."""
+    from trtkit.onnx.load import detection_metadata
+    head = detection_metadata(require("onnx").load(onnx_path))
+    if head is None:
+        if options.task and tasks.parse(options.task) == tasks.DETECTION:
+            raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
+                             "exported itself, whose head (anchors, classes, NMS parameters) it recorded".format(
+                                 options.onnx),
+                             hint="build from the checkpoint (--checkpoint FILE --task detection); other "
+                                  "frameworks' detector graphs are not read yet")
+    return head
 
 
 def read_exported_kind(info, options, onnx_path):
