@@ -1,7 +1,7 @@
 """PyTorch baselines: the numbers every TensorRT speed-up is quoted against.
 
-A "torch" runner runs the manifest's checkpoint (via ``trtkit.models.segmentation.load_deployable``: a classifier
-or a segmentation model)
+A "torch" runner runs the manifest's checkpoint (via ``trtkit.models.deployable.load_deployable``: a classifier,
+a segmentation model or a detector's decoded network)
 in one of four modes users compare with:
 
 - ``fp32``: eager FP32, the reference the speed-up column divides by;
@@ -105,7 +105,7 @@ class TorchRunner(Runner):
 
     def _activate(self):
         torch = self.torch = require("torch", "the PyTorch baselines")
-        from trtkit.models.segmentation import load_deployable
+        from trtkit.models.deployable import load_deployable
         self._device = self.device
         usable, reason = mode_support(self.mode, self.device)
         if not usable:

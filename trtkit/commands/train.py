@@ -27,6 +27,11 @@ def add_arguments(parser):
     from trtkit.models.classifiers import model_names
     from trtkit.training.modes import MODES
     src = parser.add_argument_group("data and model")
+    from trtkit import tasks
+    src.add_argument("--task", default=None, choices=list(tasks.names()),
+                     help="what to train (default: classification); detection trains a detector "
+                          "(default model retinanet_sample, data shape-boxes: the sample's) on data with boxes, "
+                          "RetinaNet's focal and L1 losses (SSD's with hard negatives for the SSDs), for --steps")
     src.add_argument("--data", default=None, metavar="SOURCE",
                      help="'sample' (digits), a CIFAR-10 python folder, or a folder of class sub-folders "
                           "(default: sample)")
@@ -50,6 +55,8 @@ def add_arguments(parser):
                            "a quarter of its free memory (default: auto)")
     opt = parser.add_argument_group("optimization")
     opt.add_argument("--epochs", type=int, default=None, help="default: 6")
+    opt.add_argument("--steps", type=int, default=None,
+                     help="detection: training steps of --batch-size images (default: 400)")
     opt.add_argument("--batch-size", type=int, default=None, help="default: 64")
     opt.add_argument("--optimizer", default=None, choices=["sgd", "adamw"], help="default: sgd")
     opt.add_argument("--lr", type=float, default=None, help="peak learning rate (default: sgd 0.1 x batch size / 256 from batch 128 up, the linear "
@@ -101,6 +108,13 @@ def run(args):
         from trtkit.training.runner import run_training
         result = run_training(None, args.out, resume_path=path, stop_after=args.stop_after)
         return _finish_one(args, result, json)
+    from trtkit import tasks
+    task = tasks.of(args.task)
+    if task == tasks.DETECTION:
+        return _train_detector(args, json)
+    if task != tasks.CLASSIFICATION:
+        raise InputError("trtkit train trains classifiers and detectors, not {} models".format(task.name),
+                         hint="the segmentation sample trains with trtkit.training.dense.fit_dense")
     config = config_from_args(args)
     if args.compare:
         from trtkit.training.modes import parse_modes
@@ -120,6 +134,24 @@ def run(args):
     from trtkit.training.runner import run_training
     result = run_training(config, args.out, stop_after=args.stop_after)
     return _finish_one(args, result, json)
+
+
+def _train_detector(args, json):
+    """``--task detection``: ``training.detection_run`` in the modes asked for; the table, or JSON."""
+    from trtkit.training.detection_run import format_rows, train_detector
+    from trtkit.training.modes import parse_modes
+    if args.resume is not None:
+        from trtkit.errors import InputError
+        raise InputError("--resume continues a classifier run; a detector trains in one call",
+                         hint="drop --resume")
+    modes = parse_modes(args.compare or args.mode or "fp32")
+    rows = train_detector(args.model, args.data, args.out, modes, args.steps, args.batch_size or 16,
+                          args.lr or 3e-3, args.input_size, args.device or "cpu", args.limit, args.seed or 0)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        print(format_rows(rows))
+    return 0 if any(row.get("status") == "ok" for row in rows) else 5
 
 
 def _finish_one(args, result, json):

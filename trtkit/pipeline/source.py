@@ -187,13 +187,14 @@ def resolve_model(options, work_dir):
 
 def _onnx_source(options, work_dir):
     from trtkit.fileio import sha256_file
+    from trtkit.pipeline.detector_source import onnx_detector
     from trtkit.onnx.load import prepare_onnx
     name = options.model or _onnx_stem(options.onnx)
     onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     overrides = options.input_overrides()
-    head = _onnx_detector(options, options.onnx)  # a trtkit detector: read as one from the start
+    head = onnx_detector(options, options.onnx)  # a trtkit detector: read as one from the start
     summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"),
                                   task=tasks.DETECTION.name if head is not None else options.task,
                                   output=options.output)
@@ -229,22 +230,6 @@ def _onnx_source(options, work_dir):
     if head is not None:
         info.update(task=tasks.DETECTION.name, detection=head)
     return ModelSource(name, contract, info, onnx_path=onnx_path, num_classes=num_classes, notes=notes)
-
-
-def _onnx_detector(options, onnx_path):
-    """An ONNX detector's head record, from the metadata trtkit's export writes (``onnx.load.
-    detection_metadata``), or None for another model; refused in one line, before anything is built, for a
-    detector ONNX without it (``--task detection`` on another exporter's graph)."""
-    from trtkit.onnx.load import detection_metadata
-    head = detection_metadata(require("onnx").load(onnx_path))
-    if head is None:
-        if options.task and tasks.parse(options.task) == tasks.DETECTION:
-            raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
-                             "exported itself, whose head (anchors, classes, NMS parameters) it recorded".format(
-                                 options.onnx),
-                             hint="build from the checkpoint (--checkpoint FILE --task detection); other "
-                                  "frameworks' detector graphs are not read yet")
-    return head
 
 
 def read_exported_kind(info, options, onnx_path):
@@ -350,8 +335,9 @@ def _checkpoint_model(options):
     task than ``--task`` asks for is refused in one line."""
     from trtkit.models.classifiers import load_model, read_checkpoint
     from trtkit.models.segmentation import infer_segmentation_layout, load_segmentation_model
+    from trtkit.pipeline.detector_source import detection_checkpoint
     state, meta = read_checkpoint(options.checkpoint)
-    detector = _detection_checkpoint(options, state, meta)
+    detector = detection_checkpoint(options, state, meta)
     if detector is not None:
         return detector
     layout = infer_segmentation_layout(state)
@@ -369,28 +355,6 @@ def _checkpoint_model(options):
         return deployable_model(load_segmentation_model(options.model, options.checkpoint, state, meta, layout,
                                                         num_classes=options.num_classes))
     return load_model(options.model, options.checkpoint, num_classes=options.num_classes, parts=(state, meta))
-
-
-def _detection_checkpoint(options, state, meta):
-    """The deployable detector of a detection checkpoint (``models.detection``'s layouts), None for another
-    layout; refused in one line when ``--task`` asks for another task than its layout's, or detection for a
-    checkpoint that is no detector."""
-    from trtkit.models.detection import infer_detection_layout
-    layout = infer_detection_layout(state)
-    asked = tasks.parse(options.task) if options.task else \
-        tasks.of_model_name(options.model) if options.model else None
-    if layout is None:
-        if asked == tasks.DETECTION:
-            raise ModelMismatch("{} is not a detection checkpoint (no RetinaNet, SSD300 or SSDlite layout)".format(
-                options.checkpoint), hint="pass a torchvision-layout detector, or --onnx for other models")
-        return None
-    if asked is not None and asked != tasks.DETECTION:
-        raise ModelMismatch("{} is a {} detection checkpoint".format(options.checkpoint, layout[0]),
-                            hint="drop --task {} (or pass a {} checkpoint)".format(asked.name, asked.name))
-    from trtkit.models.detection.checkpoint import load_detection_model
-    from trtkit.models.detection.export import deployable
-    return deployable(load_detection_model(options.model, options.checkpoint, state, meta, layout,
-                                           num_classes=options.num_classes))
 
 
 def deployable_model(model):

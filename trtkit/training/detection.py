@@ -113,6 +113,9 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     softmax = model.activation == "softmax"  # SSD: class 0 is the background, the data's classes follow
     loss_fn = ssd_loss if softmax else retinanet_loss
     model.train()
+    on_gpu = str(device).startswith("cuda")
+    if on_gpu:  # the peak of this run alone (the mode comparison reads it)
+        torch.cuda.reset_peak_memory_stats()
     start, history, order = time.time(), [], np.array([], dtype=np.int64)
     torch.set_flush_denormal(True)
     try:
@@ -148,7 +151,8 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     last = np.mean(history[-10:], axis=0)
     record = {"steps": steps, "loss": float(last[0]), "classification": float(last[1]),
               "box_regression": float(last[2]), "first_loss": history[0][0], "seconds": round(seconds, 1),
-              "images_per_second": round(steps * batch_size / seconds, 1), "mode": mode}
+              "images_per_second": round(steps * batch_size / seconds, 1), "mode": mode,
+              "peak_memory_mb": round(torch.cuda.max_memory_allocated() / 2.0 ** 20, 1) if on_gpu else None}
     model.eval()
     if heldout is not None:
         record.update(evaluate_detection(model, heldout[0], heldout[1], device=device))

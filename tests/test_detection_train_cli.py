@@ -1,0 +1,43 @@
+"""``trtkit train --task detection``: a detector trained on data with boxes, modes compared, a checkpoint that
+builds."""
+
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("pycocotools")
+
+
+def test_train_a_detector_and_compare_modes(tmp_path, capsys):
+    from trtkit.cli import main
+    from trtkit.models.classifiers import read_checkpoint
+    from trtkit.models.detection import infer_detection_layout, load_detection_model
+    out = str(tmp_path / "run")
+    code = main(["train", "--task", "detection", "--steps", "4", "--batch-size", "4", "--limit", "24",
+                 "--compare", "fp32,bf16", "--out", out])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "steps/s" in printed and "fp32" in printed and "bf16" in printed
+    with open(os.path.join(out, "detection_train.json")) as handle:
+        record = json.load(handle)
+    fp32, bf16 = record["rows"]
+    assert fp32["status"] == "ok" and fp32["steps"] == 4 and fp32["first_loss"] > 0 and fp32["map50"] is not None
+    assert bf16["status"] in ("ok", "skipped")  # skipped, with its reason, on a CPU without native BF16
+    assert bf16["status"] == "ok" or "BF16" in bf16["reason"]
+    path = os.path.join(out, "fp32", "checkpoint.pt")
+    state, meta = read_checkpoint(path)
+    layout = infer_detection_layout(state)
+    assert layout[0] == "retinanet_sample" and layout[1] == 3
+    model = load_detection_model(None, path, state, meta, layout)
+    assert model.input_contract.class_names == ["circle", "square", "triangle"] and meta["mode"] == "fp32"
+
+
+def test_data_without_boxes_is_refused_in_one_line(tmp_path):
+    from trtkit.errors import InputError
+    from trtkit.training.detection_run import train_detector
+    with pytest.raises(InputError, match="has no boxes"):
+        train_detector(data="sample", out=str(tmp_path / "x"), steps=1, limit=8)
+    with pytest.raises(InputError, match="unknown detection model"):
+        train_detector(model_name="resnet18", out=str(tmp_path / "y"), steps=1)
