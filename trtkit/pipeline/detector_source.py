@@ -13,7 +13,11 @@ def onnx_detector(options, onnx_path):
     detection_metadata``), or None for another model; refused in one line, before anything is built, for a
     detector ONNX without it (``--task detection`` on another exporter's graph)."""
     from trtkit.onnx.load import detection_metadata
-    head = detection_metadata(require("onnx").load(onnx_path))
+    try:
+        model = require("onnx").load(onnx_path, load_external_data=False)
+    except Exception:  # a missing or broken file: prepare_onnx says what is wrong with it, in its own words
+        return None
+    head = detection_metadata(model)
     if head is None:
         if options.task and tasks.parse(options.task) == tasks.DETECTION:
             raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
