@@ -166,3 +166,11 @@ def test_bench_reports_the_host_selection_apart(sample_build):
     assert rows[1]["ms_per_image"] == pytest.approx(rows[1]["ms_per_batch"] / 4, rel=1e-2)
     assert "host selection" in selection_notes(rows)[0] and selection_notes([]) == []
     assert time_host_selection(out, {"model": {"task": "classification"}}, batch, [1]) == []
+
+
+def test_the_triton_export_serves_the_graphs_selection(sample_build, tmp_path):
+    from trtkit.deploy.triton import export_repository
+    out, _ = sample_build
+    written = export_repository(out, str(tmp_path / "repo"))
+    text = open(os.path.join(written[0]["dir"], "config.pbtxt")).read()
+    assert "the graph selects too" in text and "det_count" in text

@@ -147,13 +147,17 @@ def model_config_text(name, io, kind, options, comment=None, batching=None, ran_
         lines.append("{} [".format(section))
         for index, tensor in enumerate(tensors):
             dims = tensor.dims[cut:]
-            if not dims:
+            if not dims and not (cut and section == "output"):
                 raise InputError("{} '{}' has no dimensions besides the batch axis; trtkit serves image "
-                                 "classifiers and segmentation models".format(section, tensor.name))
+                                 "classifiers, segmentation models and detectors".format(section, tensor.name))
             lines.append("  {")
             lines.append('    name: "{}"'.format(_quote(tensor.name)))
             lines.append("    data_type: {}".format(triton_type(tensor)))
-            lines.append("    dims: [ {} ]".format(", ".join(str(d) for d in dims)))
+            if dims:
+                lines.append("    dims: [ {} ]".format(", ".join(str(d) for d in dims)))
+            else:  # one value per image (a detector's det_count): Triton's batched form of a [N] tensor
+                lines.append("    dims: [ 1 ]")
+                lines.append("    reshape: { shape: [ ] }")
             lines.append("  }" + ("," if index < len(tensors) - 1 else ""))
         lines.append("]")
     if max_batch > 0 and options.dynamic_batching:

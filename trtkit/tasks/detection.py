@@ -114,13 +114,20 @@ class Detection(Task):
     def triton_note(self, io, label, info=None):
         """The exported network ends at ``decoded`` (the Triton model serves the artifact as built): the comment
         says what it holds and the selection the client runs after it, with the build's head (``info``)."""
-        output = io.outputs[0]
-        if len(io.outputs) != 1 or len(output.dims) != 3:
+        from trtkit.detect.onnx_nms import OUTPUTS
+        output, others = io.outputs[0], [o.name for o in io.outputs[1:]]
+        if len(output.dims) != 3 or (others and others != list(OUTPUTS)):
             raise InputError("{}: the build is a detector but its outputs {} are not one [N, anchors, 4 + classes] "
-                             "tensor".format(label, ", ".join("'{}' {}".format(o.name, o.dims) for o in io.outputs)),
+                             "tensor (and the graph's NMS outputs)".format(
+                                 label, ", ".join("'{}' {}".format(o.name, o.dims) for o in io.outputs)),
                              hint="rebuild it with this trtkit")
         text = ("\ndetection: '{}' holds [A, 4 + C] per image: each anchor's box (x1 y1 x2 y2 in the model input's "
-                "pixels) then its C class probabilities; the client selects the detections".format(output.name))
+                "pixels) then its C class probabilities".format(output.name))
+        if others:
+            return text + ("; the graph selects too: {} hold each image's detections (the first det_count rows, "
+                           "best first; labels -1 in padding), boxes in the model input's pixels".format(
+                               ", ".join(others)))
+        text += "; the client selects the detections"
         record = (info or {}).get("detection")
         if not record:
             return text + " (the build's manifest, model.detection, says how)"
