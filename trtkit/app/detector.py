@@ -185,8 +185,9 @@ class Detector(LoadedModel):
         error)."""
         chosen = self.options.updated(**options)
         if self._graph_selects(chosen):  # the artifact's own NMS, with the build's parameters
+            from trtkit.detect.onnx_nms import graph_detections
             for labels, outputs, sizes in self._run(inputs, workers, on_unreadable, run=self.runner.infer_all):
-                for label, found, size in zip(labels, _graph_detections(outputs), sizes):
+                for label, found, size in zip(labels, graph_detections(outputs), sizes):
                     yield label, self._in_image(found.above(chosen.score_threshold), size)
             return
         for labels, decoded, sizes in self._run(inputs, workers, on_unreadable):
@@ -196,9 +197,9 @@ class Detector(LoadedModel):
     def _graph_selects(self, options):
         """Whether the artifact selects its detections itself (NMS in the graph: ``detect.onnx_nms``'s outputs)
         with the parameters asked for: the build's, no override; and it takes any batch (no range to pad to)."""
-        from trtkit.detect.onnx_nms import OUTPUTS
-        names = set(spec.name for spec in self.runner.outputs())
-        return set(OUTPUTS) <= names and self.runner.batch_range() is None and \
+        from trtkit.detect.onnx_nms import selects_in_graph
+        return selects_in_graph(spec.name for spec in self.runner.outputs()) and \
+            self.runner.batch_range() is None and \
             options.head(self.build_head).postprocessing == self.build_head.postprocessing
 
     def detections(self, decoded, sizes=None, **options):
@@ -230,17 +231,6 @@ class Detector(LoadedModel):
         names = self.names
         return ImageDetections(boxes[keep], found.scores[keep], found.labels[keep],
                                [names[i] for i in found.labels[keep]], size)
-
-
-def _graph_detections(outputs):
-    """One ``Detections`` per image of the graph's ``det_*`` outputs (its first ``det_count`` rows)."""
-    from trtkit.detect.records import Detections
-    found = []
-    for index, count in enumerate(np.asarray(outputs["det_count"]).reshape(-1)):
-        count = int(count)
-        found.append(Detections(outputs["det_boxes"][index][:count], outputs["det_scores"][index][:count],
-                                outputs["det_labels"][index][:count]))
-    return found
 
 
 def _head_of(target):

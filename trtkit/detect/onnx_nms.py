@@ -253,6 +253,23 @@ def _static(dim):
     return int(dim.dim_value) if dim.HasField("dim_value") and dim.dim_value > 0 else None
 
 
+def selects_in_graph(output_names):
+    """Whether a model with these outputs selects its detections itself (it has ``OUTPUTS``)."""
+    return set(OUTPUTS) <= set(output_names)
+
+
+def graph_detections(outputs):
+    """One ``Detections`` per image of a run's ``OUTPUTS`` ({name: array}): the first ``det_count`` rows of each
+    (the rest is padding), in the model input's pixels."""
+    from trtkit.detect.records import Detections
+    found = []
+    for index, count in enumerate(np.asarray(outputs["det_count"]).reshape(-1)):
+        count = int(count)
+        found.append(Detections(outputs["det_boxes"][index][:count], outputs["det_scores"][index][:count],
+                                outputs["det_labels"][index][:count]))
+    return found
+
+
 def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=None, equal_suppresses=False,
                keep_decoded=False):
     """A copy of ``model_proto`` whose outputs are ``OUTPUTS`` (the module's docstring), computed from its

@@ -83,20 +83,33 @@ def sample_segmentation_path():
         SEGMENTATION_ARCH, SHAPES_SIZE, SHAPES_VERSION, SEGMENTATION_RECIPE))
 
 
+def _cached(path, what, infer_layout, load):
+    """The model ``load(None, path, state, meta, infer_layout(state))`` makes of the cached checkpoint at
+    ``path``; None when there is none, or when it is unreadable (warned: a corrupt cache is rebuilt, not
+    fatal)."""
+    from trtkit.models.classifiers import read_checkpoint
+    if not os.path.isfile(path):
+        return None
+    try:
+        state, meta = read_checkpoint(path)
+        return load(None, path, state, meta, infer_layout(state))
+    except Exception as exc:
+        log.warn("the cached {} is unreadable ({}); training it again".format(what, exc))
+        return None
+
+
 def sample_segmentation_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached segmentation sample: LRASPP on
     MobileNetV3-Large trained on the shapes sample (``data.shapes``) for 150 steps (about a minute on two
     CPU cores; held-out mIoU about 0.9). ``trtkit build --task segmentation`` with no model uses it."""
-    from trtkit.models.classifiers import read_checkpoint, save_checkpoint
+    from trtkit.models.classifiers import save_checkpoint
     from trtkit.models.segmentation import create_segmentation_model, infer_segmentation_layout, \
         load_segmentation_model
     path = sample_segmentation_path()
-    if os.path.isfile(path) and not retrain:
-        try:
-            state, meta = read_checkpoint(path)
-            return load_segmentation_model(None, path, state, meta, infer_segmentation_layout(state)), path, False
-        except Exception as exc:  # a corrupt cache is rebuilt, not fatal
-            log.warn("the cached segmentation sample is unreadable ({}); training it again".format(exc))
+    model = None if retrain else _cached(path, "segmentation sample", infer_segmentation_layout,
+                                         load_segmentation_model)
+    if model is not None:
+        return model, path, False
     from trtkit.data import select
     from trtkit.data.sources import SHAPES
     from trtkit.training import seed_everything
@@ -156,15 +169,12 @@ def sample_detection_model(retrain=False):
     shape-boxes sample (``data.shape_boxes``) with RetinaNet's focal and L1 losses (``training.detection``),
     flipped both ways: 400 steps of 16 images, about 4 minutes on two idle CPU cores (many times that on a busy
     machine), to a held-out mAP@.5 of about 0.8 (mAP@[.5:.95] about 0.4), saved in the checkpoint."""
-    from trtkit.models.classifiers import read_checkpoint, save_checkpoint
+    from trtkit.models.classifiers import save_checkpoint
     from trtkit.models.detection import create_detection_model, infer_detection_layout, load_detection_model
     path = sample_detection_path()
-    if os.path.isfile(path) and not retrain:
-        try:
-            state, meta = read_checkpoint(path)
-            return load_detection_model(None, path, state, meta, infer_detection_layout(state)), path, False
-        except Exception as exc:  # a corrupt cache is rebuilt, not fatal
-            log.warn("the cached detection sample is unreadable ({}); training it again".format(exc))
+    model = None if retrain else _cached(path, "detection sample", infer_detection_layout, load_detection_model)
+    if model is not None:
+        return model, path, False
     from trtkit.data.shape_boxes import SHAPE_BOXES
     from trtkit.training import seed_everything
     from trtkit.training.detection import fit_detection

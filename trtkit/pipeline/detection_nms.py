@@ -42,23 +42,19 @@ def check_graph_nms(runner, images, head, contract):
     labels, boxes within 1e-3 px and scores within 1e-5, in one order (by score, then label and box: equal
     scores, common in FP16 and INT8 variants, come out of the two in different orders). Where tied boxes
     overlap, the two can keep different ones: the ``detect.onnx_nms`` docstring says where they can differ."""
-    from trtkit.detect.onnx_nms import OUTPUTS
+    from trtkit.detect.onnx_nms import graph_detections, selects_in_graph
     from trtkit.detect.raw import OUTPUT_NAME
     from trtkit.detect.select import select_decoded
-    names = [spec.name for spec in runner.outputs()]
-    if not set(OUTPUTS) <= set(names):
+    if not selects_in_graph(spec.name for spec in runner.outputs()):
         return None
     chunk = images[:runner.accepted_batch(len(images))]
     outputs = runner.infer_all(chunk)
     host = select_decoded(np.asarray(outputs[OUTPUT_NAME], np.float32), head, contract.height, contract.width)
     identical, box_diff, score_diff, count = 0, 0.0, 0.0, 0
-    for index, expected in enumerate(host):
-        kept = int(outputs["det_count"][index])
-        graph = _canonical(outputs["det_boxes"][index][:kept], outputs["det_scores"][index][:kept],
-                           outputs["det_labels"][index][:kept])
-        mine = _canonical(expected.boxes, expected.scores, expected.labels)
-        same = kept == len(expected) and np.array_equal(graph[2], mine[2])
-        if same and kept:
+    for found, expected in zip(graph_detections(outputs), host):
+        graph, mine = _canonical(found), _canonical(expected)
+        same = len(found) == len(expected) and np.array_equal(graph[2], mine[2])
+        if same and len(found):
             boxes, scores = float(np.abs(graph[0] - mine[0]).max()), float(np.abs(graph[1] - mine[1]).max())
             box_diff, score_diff = max(box_diff, boxes), max(score_diff, scores)
             same = boxes <= 1e-3 and scores <= 1e-5
@@ -72,9 +68,8 @@ def check_graph_nms(runner, images, head, contract):
     return result
 
 
-def _canonical(boxes, scores, labels):
-    """(boxes, scores, labels) in one order: score descending, then label, then box corners."""
-    boxes, scores = np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(scores, np.float32).reshape(-1)
-    labels = np.asarray(labels, np.int64).reshape(-1)
+def _canonical(found):
+    """A ``Detections``' (boxes, scores, labels) in one order: score descending, then label, then box corners."""
+    boxes, scores, labels = found.boxes, found.scores, found.labels
     order = np.lexsort((boxes[:, 3], boxes[:, 2], boxes[:, 1], boxes[:, 0], labels, -scores))
     return boxes[order], scores[order], labels[order]

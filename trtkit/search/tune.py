@@ -25,7 +25,7 @@ class TuneSet(object):
     tune split at 512x512 would take gigabytes), ``labels`` are masks, agreement is per pixel and the
     accuracy is the mIoU against the masks."""
 
-    def __init__(self, images, labels, reference, identity, kind=None, dense=False, detections=None):
+    def __init__(self, images, labels, reference, identity, kind=None, dense=False, detections=None, task=None):
         from trtkit.outputs import LOGITS, OutputKind
         self.images = images
         self.labels = labels
@@ -37,7 +37,7 @@ class TuneSet(object):
         # one per graph by ``detections()``; ``reference`` then holds FP32's detections per image, ``labels`` the
         # BoxRecords
         self.detections = detections
-        self.task = None  # the model's task (a name), for the budget's chance level (select.budget_metric)
+        self.task = task  # the model's task (a name), for the budget's chance level (select.budget_metric)
         self.forced_metric = None
 
     @property
@@ -69,24 +69,21 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
     if task.labels == "boxes":  # a detector: scored on its selected detections
         def comparison():
             return task.comparison_for(kind.name, model_info, selection)
-        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, detections=comparison)
+        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, detections=comparison,
+                       task=task.name)
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
         if tune.labels is not None and comparison().labels is None:
             tune.labels = None
-        tune.task = task.name
         return tune
     if task.dense:
-        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True)
+        tune = TuneSet(imageset.images, labels, None, selection.identity, kind, dense=True, task=task.name)
         tune.reference = outputs_of(fp32_onnx, tune, batch_size)
-        tune.task = task.name
         return tune
     reference = logits_of(fp32_onnx, imageset.images, batch_size)
     if labels is not None and (kind.multilabel or len(labels) == 0 or
                                labels.max() >= kind.classes(reference.shape[1])):
         labels = None
-    tune = TuneSet(imageset.images, labels, reference, selection.identity, kind)
-    tune.task = task.name
-    return tune
+    return TuneSet(imageset.images, labels, reference, selection.identity, kind, task=task.name)
 
 
 def outputs_of(model, tune, batch_size=32):
