@@ -163,3 +163,78 @@ def test_a_checkpoint_of_the_former_format_keeps_its_learning_rate_and_says_why_
     assert "older trtkit" in capsys.readouterr().err
     assert older_run(config, 2, "new.pt") is config
     assert older_run(TrainConfig(lr=0.3), 1, "old.pt").base_lr == 0.3
+
+
+# ---------------------------------------------------------------- the host path's worker thread
+
+def _prefetch_threads():
+    import threading
+    return [t for t in threading.enumerate() if t.name == "trtkit-prefetch"]
+
+
+def test_prefetched_gives_every_item_in_order_made_ahead_in_another_thread():
+    import threading
+    from trtkit.training.inputs import prefetched
+    made = []
+
+    def make(number):
+        made.append((number, threading.current_thread().name))
+        return number * number
+
+    assert list(prefetched(make, 7, 2)) == [n * n for n in range(7)]
+    assert [n for n, _ in made] == list(range(7))
+    assert {name for _, name in made} == {"trtkit-prefetch"}
+    assert not _prefetch_threads()
+
+
+def test_prefetched_stays_at_most_its_depth_ahead_and_stops_with_its_consumer():
+    import time
+    from trtkit.training.inputs import prefetched
+    made = []
+    steps = prefetched(lambda number: made.append(number) or number, 1000, 2)
+    assert next(steps) == 0
+    time.sleep(0.3)  # time for the worker to run ahead as far as it may
+    # the consumer holds item 0; the queue holds 2; the worker holds one more it cannot hand over
+    assert 2 <= len(made) <= 4
+    steps.close()
+    assert not _prefetch_threads() and len(made) <= 4
+
+
+def test_prefetched_raises_the_workers_error_at_its_item():
+    from trtkit.training.inputs import prefetched
+
+    def make(number):
+        if number == 3:
+            raise ValueError("bad batch 3")
+        return number
+
+    seen = []
+    with pytest.raises(ValueError, match="bad batch 3"):
+        for item in prefetched(make, 6, 2):
+            seen.append(item)
+    assert seen == [0, 1, 2] and not _prefetch_threads()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the host path copies to a GPU")
+def test_on_a_gpu_host_and_device_placements_give_the_same_batches():
+    """The threaded host path (pinned buffers, side stream) and the on-GPU store: the same pixels and labels
+    for the same order and draws, in both memory formats."""
+    contract = InputContract(size=(20, 28), channels=3)
+    rng = np.random.RandomState(0)
+    pixels = rng.randint(0, 256, size=(37, 20, 28, 3)).astype(np.float32)
+    scale, shift = pixel_affine(contract)
+    images = (pixels.transpose(0, 3, 1, 2) * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)).astype(
+        np.float32)
+    labels = rng.randint(0, 10, size=37)
+    for channels_last in (False, True):
+        batches = {}
+        for placement in ("device", "host"):
+            source = BatchSource(images, labels, "cuda", contract, placement=placement, pad=3, flip=True,
+                                 channels_last=channels_last)
+            assert source.placement == placement
+            batches[placement] = [(x.cpu(), y.cpu()) for x, y in
+                                  source.epoch(np.random.RandomState(1).permutation(37), np.random.RandomState(2), 8)]
+        assert len(batches["host"]) == len(batches["device"]) == 5
+        for (xh, yh), (xd, yd) in zip(batches["host"], batches["device"]):
+            assert torch.equal(xh, xd) and torch.equal(yh, yd)
+    assert not _prefetch_threads()
