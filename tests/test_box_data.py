@@ -71,6 +71,18 @@ def test_coco_boxes_classes_ids_and_crowd(tmp_path):
     assert second.image_id == 7 and len(second) == 0 and second.boxes.shape == (0, 4)  # listed, no objects
 
 
+def test_boxes_written_as_coco_bboxes_read_back_as_the_same_boxes(tmp_path):
+    from trtkit.data.boxes.coco import coco_bboxes
+    boxes = np.array([[10.25, 5.5, 30.75, 35.0], [0.0, 1.0, 63.5, 47.0]])
+    written = coco_bboxes(boxes)
+    assert written == [[10.25, 5.5, 20.5, 29.5], [0.0, 1.0, 63.5, 46.0]]
+    assert coco_bboxes(boxes[:1] + 1e-4, decimals=2) == [[10.25, 5.5, 20.5, 29.5]]
+    assert coco_bboxes(np.zeros((0, 4))) == []
+    path = _coco(str(tmp_path), annotations=[{"id": i + 1, "image_id": 42, "category_id": 1, "bbox": bbox,
+                                              "iscrowd": 0} for i, bbox in enumerate(written)])
+    np.testing.assert_allclose(read_boxes(path).records[0].boxes, boxes)
+
+
 def test_coco_folder_layout_and_its_splits(tmp_path):
     root = str(tmp_path)
     for split in ("train2017", "val2017"):

@@ -21,6 +21,7 @@ import json
 import os
 
 from trtkit.app.mask_files import output_names
+from trtkit.data.boxes.coco import coco_bboxes
 
 BOXES_SUFFIX = ".boxes.png"
 RESULTS_NAME = "detections.json"
@@ -61,10 +62,9 @@ class BoxWriter(object):
             write_bytes(picture, encode_png(draw_boxes(photo, found.boxes, found.labels, texts)))
             width, height = photo.size
         self.images.append({"id": image_id, "file_name": path, "width": int(width), "height": int(height)})
-        for (x1, y1, x2, y2), score, label, _ in found:
-            self.results.append({"image_id": image_id, "category_id": label,
-                                 "bbox": [round(x1, 2), round(y1, 2), round(x2 - x1, 2), round(y2 - y1, 2)],
-                                 "score": round(score, 5)})
+        for bbox, score, label in zip(coco_bboxes(found.boxes, decimals=2), found.scores, found.labels):
+            self.results.append({"image_id": image_id, "category_id": int(label), "bbox": bbox,
+                                 "score": round(float(score), 5)})
         return picture
 
     def _index(self, path):

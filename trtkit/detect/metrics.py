@@ -38,6 +38,7 @@ import io
 
 import numpy as np
 
+from trtkit.data.boxes.coco import coco_bboxes
 from trtkit.detect.records import Detections
 from trtkit.deps import install_hint
 from trtkit.errors import InputError, MissingDependency
@@ -128,23 +129,17 @@ class CocoMap(object):
         for image_id, ((boxes, labels, crowd, difficult), (d_boxes, scores, d_labels)) in enumerate(
                 zip(self._truth, self._detections), 1):
             images.append({"id": image_id})
-            for box, label, is_crowd, is_difficult in zip(_xywh(boxes), labels, crowd, difficult):
+            for box, label, is_crowd, is_difficult in zip(coco_bboxes(boxes), labels, crowd, difficult):
                 classes.add(int(label))
                 annotations.append({"id": len(annotations) + 1, "image_id": image_id, "category_id": int(label),
                                     "bbox": box, "area": box[2] * box[3], "iscrowd": int(is_crowd),
                                     "difficult": int(is_difficult), "ignore": int(is_crowd or is_difficult)})
-            for box, score, label in zip(_xywh(d_boxes), scores, d_labels):
+            for box, score, label in zip(coco_bboxes(d_boxes), scores, d_labels):
                 classes.add(int(label))
                 results.append({"id": len(results) + 1, "image_id": image_id, "category_id": int(label),
                                 "bbox": box, "area": box[2] * box[3], "score": float(score), "iscrowd": 0})
         categories = [{"id": c, "name": str(c)} for c in sorted(classes)]
         return {"images": images, "annotations": annotations, "categories": categories}, results, classes
-
-
-def _xywh(boxes):
-    """x1 y1 x2 y2 rows -> COCO's [x, y, w, h] lists of floats."""
-    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
-    return np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1).tolist()
 
 
 def _evaluate(coco_class, eval_class, truth, results):

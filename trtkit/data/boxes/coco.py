@@ -16,6 +16,8 @@ then the JSON's own folder and its ``images/``, that holds the first listed file
 import json
 import os
 
+import numpy as np
+
 from trtkit.data.boxes.record import (EDGE_TOLERANCE, BoxRecord, BoxSet, check_declared, checked_box,
                                       contract_or_default, image_size, number)
 from trtkit.errors import InputError
@@ -152,3 +154,14 @@ def _annotation(entry, position, name, listed, index_of, category_ids, tolerance
     listed[image][2].append(box)
     listed[image][3].append(index_of[category])
     listed[image][4].append(bool(crowd))
+
+
+def coco_bboxes(boxes, decimals=None):
+    """x1 y1 x2 y2 rows -> COCO's ``bbox`` lists ``[x, y, width, height]`` of floats (the inverse of what
+    ``read_coco`` does to a file's boxes), each value rounded to ``decimals`` when given: the one place
+    trtkit writes the format (COCO results files, the evaluators' in-memory datasets)."""
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    rows = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1)
+    if decimals is not None:
+        rows = np.round(rows, int(decimals))
+    return rows.tolist()
