@@ -44,8 +44,8 @@ def test_device_batches_are_the_host_paths_pixels_and_boxes(bgr):
     if bgr:
         contract = contract.with_overrides({"channel_order": "bgr", "pixel_scale": 255.0})
     flips = ("horizontal", "vertical")
-    new, old = DeviceBatches(images, records, contract, "cpu", flips, 1), HostBatches(images, records, contract, "cpu",
-                                                                                      flips, 1)
+    new = DeviceBatches(images, records, contract, "cpu", flips, 1, on_device=True)  # the path CUDA runs
+    old = HostBatches(images, records, contract, "cpu", flips, 1)
     rng_new, rng_old = np.random.RandomState(3), np.random.RandomState(3)
     for index in (np.array([0, 2, 3, 7, 9]), np.arange(12), np.array([4])):
         x_new, t_new = new.batch(index, rng_new)
@@ -58,14 +58,16 @@ def test_device_batches_are_the_host_paths_pixels_and_boxes(bgr):
     assert rng_new.rand() == rng_old.rand()  # the same draws, in the same order
     # float32 NCHW images (already normalized) take the same path without normalization
     floats = np.random.RandomState(0).rand(6, 3, 48, 48).astype(np.float32)
-    x_new, _ = DeviceBatches(floats, records[:6], contract, "cpu", flips).batch(np.arange(6), np.random.RandomState(1))
+    x_new, _ = DeviceBatches(floats, records[:6], contract, "cpu", flips, on_device=True).batch(
+        np.arange(6), np.random.RandomState(1))
     x_old, _ = HostBatches(floats, records[:6], contract, "cpu", flips).batch(np.arange(6), np.random.RandomState(1))
     assert torch.equal(x_new, x_old)
 
 
 def test_the_sample_detectors_training_is_bit_identical_to_the_host_path(monkeypatch):
     """A few steps of the sample detector's recipe (its data, contract, flips, seed) on the CPU: the same
-    losses and the same weights through DeviceBatches as through the host path it replaced."""
+    losses and the same weights from fit_detection as it is (numpy batches on a CPU), with the device path
+    forced, and with the host path of before."""
     import trtkit.training.detection as detection
     from trtkit.models.detection import create_detection_model
     from trtkit.models.sample import DETECTION_ARCH, DETECTION_LR, sample_detection_contract, sample_detection_data
@@ -81,11 +83,17 @@ def test_the_sample_detectors_training_is_bit_identical_to_the_host_path(monkeyp
                                          flips=("horizontal", "vertical"), label="bit-identical check")
         return record, _fingerprint(model)
     new, new_weights = train()
+    device_path = detection.DeviceBatches
+
+    def forced(*args, **kwargs):
+        return device_path(*args, on_device=True, **kwargs)
+    monkeypatch.setattr(detection, "DeviceBatches", forced)
+    on_device, device_weights = train()
     monkeypatch.setattr(detection, "DeviceBatches", HostBatches)
     old, old_weights = train()
     for key in ("first_loss", "loss", "classification", "box_regression"):
-        assert new[key] == old[key], key
-    assert new_weights == old_weights
+        assert new[key] == old[key] == on_device[key], key
+    assert new_weights == old_weights == device_weights
     assert new["timed_steps"] == 3 and new["peak_memory_mb"] is None
 
 

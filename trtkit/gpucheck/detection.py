@@ -36,7 +36,7 @@ TIMED = ("network to decoded boxes and class scores [N, A, 4+C] (anchors decoded
 TRAIN_MODEL = "retinanet_resnet18_fpn"
 TRAIN_SIZE = 512
 TRAIN_BATCH = 8
-TRAIN_IMAGES = 96  # drawn once, uint8: 96 x 512 x 512 x 3 = 72 MiB
+TRAIN_IMAGES = 64  # drawn once (PIL: 20 s for 96 on a busy 2-core host), uint8: 64 x 512 x 512 x 3 = 48 MiB
 TRAIN_MODES = ("fp32", "tf32", "amp", "bf16")
 # AdamW from scratch: 3e-4 and above raised the loss within 12 steps (64 px, batch 8, CPU); 1e-4 lowered it
 TRAIN_LR = 1e-4
@@ -156,7 +156,14 @@ def training_rows(save, result, seconds, chosen):
     running = [m for m, why in modes if why is None]
     steps = chosen["train_steps"]
     if steps is None:  # a strict-FP32 probe (also the process's CUDA warm-up) sizes the steps
-        probe = _train_once("fp32", images, records, PROBE_STEPS, chosen, 1, "detection training probe")
+        try:
+            probe = _train_once("fp32", images, records, PROBE_STEPS, chosen, 1, "detection training probe")
+        except Exception as exc:  # the inference rows stay; the error says why there is no table
+            training["error"] = "the strict-FP32 probe failed: {}: {}".format(exc.__class__.__name__, exc)
+            result["stopped"] = training["error"]
+            return training
+        finally:
+            _free_cuda(chosen["device"])
         training["probe"] = {"steps": PROBE_STEPS, "seconds_per_step": probe["seconds"] / probe["timed_steps"]}
         left = seconds - (time.time() - started)
         steps = planned_steps(left, training["probe"]["seconds_per_step"], len(running), warmup)

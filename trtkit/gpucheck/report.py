@@ -180,6 +180,8 @@ def _detection_section(result):
                                                       training.get("data"), training.get("steps"),
                                                       training.get("warmup_steps")),
                   "", training_table(training)]
+    if training and training.get("error"):
+        lines += ["", "Training: `{}`".format(_first_line(training["error"], 600))]
     if result.get("stopped"):
         lines += ["", "Stopped early: {}.".format(result["stopped"])]
     return lines or ["Nothing was measured."]
