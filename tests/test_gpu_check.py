@@ -89,7 +89,7 @@ def test_hopper_runs_tensorrt_rtx_to_record_its_refusal_and_skips_what_is_missin
     verdict = verdicts(make_plan(machine))
     runs = sorted(name for name, (run, _) in verdict.items() if run)
     assert runs == sorted(["device", "sample-model", "torch-baselines", "resnet18-224", "tensorrt-rtx", "training", "torch-compile",
-                           "segmentation"])
+                           "segmentation", "detection"])
     assert "has no target for NVIDIA H100 80GB HBM3 (SM 9.0" in verdict["tensorrt-rtx"][1]
     assert "refusal" in verdict["tensorrt-rtx"][1]
     assert "tensorrt is not installed" in verdict["tensorrt"][1]
@@ -228,10 +228,47 @@ def test_the_planner_runs_prerequisites_first_for_every_budget_from_60_to_900_s(
     assert done["torch-baselines"]["status"] == "ok"
 
 
+def test_the_detection_step_gets_its_floor_without_taking_the_others_for_every_budget_from_60_to_900_s():
+    """The detection step comes last: on a GPU without TensorRT it gets at least its floor from the default budget
+    even when every step before it uses all its share, and at no budget does a step before it get less than its
+    floor because of it (a budget too small for every floor skips detection, not an earlier step)."""
+    from trtkit.gpucheck.plan import minimum_budget
+    from trtkit.gpucheck.run import DEFAULT_BUDGET_SECONDS
+    plan = make_plan(env(H100, missing=("tensorrt", "torch2trt", "tensorrt_rtx", "tensorrt_rtx_bindings"),
+                         ort_providers=["CUDAExecutionProvider"]))
+    running = [p.name for p in plan if p.run]
+    assert running[-1] == "detection" and get_step("detection").after == ()
+    others = [p for p in plan if p.run and p.name != "detection"]
+    without = make_plan(env(H100, missing=("tensorrt", "torch2trt", "tensorrt_rtx", "tensorrt_rtx_bindings"),
+                            ort_providers=["CUDAExecutionProvider"]), skip={"detection"})
+    for budget in range(60, 901, 30):
+        if budget < minimum_budget(plan):
+            continue
+        # steps that take 10 s, their expected time (``seconds``; the prerequisites as measured on the H200), or
+        # every second they are given
+        for case, durations in (("fast", dict((p.name, 10.0) for p in plan)),
+                                ("expected", dict([(p.name, p.step.seconds) for p in plan] +
+                                                  [("device", 5.4), ("sample-model", 31.2)])),
+                                ("slow", dict((p.name, 1e9) for p in plan))):
+            done, given, spent = _simulate(plan, float(budget), durations)
+            alone, given_alone, _ = _simulate(without, float(budget), durations)
+            assert spent <= budget - MARGIN_SECONDS + 1e-6
+            for p in others:  # each earlier step runs exactly when it did without detection, never below its floor
+                assert (done[p.name]["status"] == "skipped") == (alone[p.name]["status"] == "skipped"), (budget, p.name)
+                if p.name in given:
+                    assert given[p.name] >= get_step(p.name).floor - 1e-6
+            if done["detection"]["status"] != "skipped":
+                assert given["detection"] >= get_step("detection").floor - 1e-6
+            if budget >= DEFAULT_BUDGET_SECONDS and case != "slow":  # (slow: the prerequisites take up to twice
+                assert done["detection"]["status"] != "skipped", (budget, case, given)  # their time, by design)
+            if case == "fast" and budget >= 300:
+                assert given["detection"] >= get_step("detection").seconds, (budget, given)
+
+
 def test_a_budget_too_small_for_the_prerequisites_is_refused_up_front_with_the_budget_that_works(tmp_path):
     from trtkit.gpucheck.plan import minimum_budget
     skip = ("tensorrt,torch2trt,onnxruntime-cuda,tensorrt-rtx,segmentation,torch-compile,training,torch-baselines,"
-            "resnet18-224")
+            "resnet18-224,detection")
     result = run_script(["--out", str(tmp_path / "r"), "--budget-seconds", "20", "--skip", skip], str(tmp_path))
     assert result.returncode != 0 and "Traceback" not in result.stderr
     plan = make_plan(env(H100), skip=set(skip.split(",")))

@@ -90,6 +90,12 @@ STEPS = [
     Step("torch-compile", "torch.compile (FP32) against eager at batch 1, 64, 256; failing when its outputs "
          "disagree with eager (max |diff|, top-1)",
          ("gpu", "torch", "torch_cuda", "torch_compile"), ("sample-model",), seconds=120, floor=60),
+    # last: it takes what the others leave (with every step running, 540 s leave it nothing and it is skipped with
+    # its reason, the others keeping their shares); on a GPU without TensorRT the default budget fits its floor
+    Step("detection", "object detection in PyTorch: SSD300-VGG16, SSDlite320-MobileNetV3, RetinaNet-ResNet18-FPN "
+         "(random weights) to decoded boxes, FP32/AMP/.half() at batch 1 and 8; RetinaNet-R18 training at 512x512 "
+         "strict fp32 vs tf32 vs amp vs bf16 (steps/s, memory)", ("gpu", "torch", "torch_cuda"), seconds=150,
+         floor=60),
 ]
 STEP_NAMES = tuple(step.name for step in STEPS)
 MARGIN_SECONDS = 15.0  # kept back for writing the reports and the parent's own start

@@ -154,6 +154,39 @@ def _training_section(result):
     return lines
 
 
+def _detection_section(result):
+    """The detection step's inference table and RetinaNet-R18 training table (``gpucheck.detection``)."""
+    from trtkit.gpucheck.detection import inference_table, training_table
+    if not result:
+        return ["Not attempted."]
+    if result.get("status") == "skipped":
+        return ["Skipped: {}".format(_first_line(result.get("reason"), 600))]
+    lines = []
+    if result.get("status") in ("failed", "timeout"):
+        lines += ["{}: `{}`".format(result["status"].capitalize(), _first_line(result.get("error"), 600)), ""]
+    rows = (result.get("bench") or {}).get("results") or []
+    if rows:
+        lines += ["PyTorch, seeded random weights (torchvision's COCO layout, 91 classes), on {}. Timed: {}. Latency "
+                  "and FPS on the device (batch already there), then with the host<->device copies (input and the "
+                  "[N, A, 4+C] output); speed-up over FP32 at the same model and batch.".format(
+                      result.get("device"), result.get("timed")), "", inference_table(add_speedups(
+                          [dict(r) for r in rows]))]
+    training = result.get("training")
+    if training:
+        lines += ["", "Training {} at {}x{}, batch {} ({}); {} steps per mode from the same seeded weights over the "
+                  "same batches; the first {} left out of the time and of the peak memory (reset after them); loss: "
+                  "mean of the last 10 steps.".format(training.get("model"), training.get("input_size"),
+                                                      training.get("input_size"), training.get("batch_size"),
+                                                      training.get("data"), training.get("steps"),
+                                                      training.get("warmup_steps")),
+                  "", training_table(training)]
+    if training and training.get("error"):
+        lines += ["", "Training: `{}`".format(_first_line(training["error"], 600))]
+    if result.get("stopped"):
+        lines += ["", "Stopped early: {}.".format(result["stopped"])]
+    return lines or ["Nothing was measured."]
+
+
 def markdown_report(record):
     """The whole gpu_check.md text from the run's record (see ``gpu_check.run``)."""
     steps = record.get("steps", {})
@@ -192,4 +225,5 @@ def markdown_report(record):
                                   else segmentation.get("reason") or "PyTorch rows only"),
          "", segmentation["table"]]
         if segmentation.get("table") else ["Not run."])
+    lines += ["", "## Object detection (PyTorch)", ""] + _detection_section(steps.get("detection"))
     return "\n".join(lines) + "\n"

@@ -291,11 +291,17 @@ def step_segmentation(request, save):
     return run(request, save, bench_options, _bench, summarize_build, saving_rows)
 
 
+def step_detection(request, save):
+    from trtkit.gpucheck.detection import step_detection as run
+    return run(request, save, bench_options, _bench, saving_rows)
+
+
 STEP_FUNCTIONS = {"device": step_device, "sample-model": step_sample_model, "torch-baselines": step_torch_baselines,
                   "resnet18-224": step_resnet18_224,
                   "tensorrt-rtx": step_tensorrt_rtx, "tensorrt": step_tensorrt, "torch2trt": step_torch2trt,
                   "onnxruntime-cuda": step_onnxruntime_cuda, "training": step_training,
-                  "torch-compile": step_torch_compile, "segmentation": step_segmentation}
+                  "torch-compile": step_torch_compile, "segmentation": step_segmentation,
+                  "detection": step_detection}
 
 
 def keep_partial(partial, failure):

@@ -8,7 +8,10 @@ detector (``models.sample.sample_detection_model``) is trained with: on the CPU,
 
 Inputs: ``images`` uint8 ``[N, H, W, 3]`` (normalized per batch by the model's ``input_contract``: pixel scale,
 mean, std, channel order) or float32 ``[N, 3, H, W]`` already normalized; ``records`` one ``BoxRecord`` per
-image with its boxes in the input's pixels (``data.boxes.input_boxes`` puts a file's there).
+image with its boxes in the input's pixels (``data.boxes.input_boxes`` puts a file's there). On a GPU the
+images go to the device once and every batch is gathered, flipped and normalized there (``DeviceBatches``):
+a host that normalized and copied each batch (pageable memory) and read each loss back three times kept the
+GPU waiting. The loss itself (the matcher, per image) still reads a few counts back per image.
 
 Denormals: from-scratch training on a CPU produces many tiny gradients early on, and x86 arithmetic on
 denormal floats is tens of times slower (a step of the sample detector took 4-6 s instead of 0.5 s), so the
@@ -50,17 +53,93 @@ def flip_boxes(boxes, extent, axis):
 
 def augmented(x, records, rng, flips):
     """(x, [(boxes, labels)]) with each of ``flips`` applied to each image with probability 1/2, the boxes
-    moved with the pixels."""
+    moved with the pixels: the host path (``DeviceBatches`` makes the same batches where the model runs)."""
     height, width = x.shape[-2:]
-    targets = [(record.boxes.copy(), record.labels) for record in records]
-    for name in flips:
-        chosen = rng.rand(len(x)) < 0.5
-        axis = 0 if name == "horizontal" else 1
+    drawn, targets = drawn_flips(records, rng, flips, height, width)
+    for axis, chosen in drawn:
         if chosen.any():
             x[chosen] = x[chosen][..., ::-1] if axis == 0 else x[chosen][..., ::-1, :]
+    return x, targets
+
+
+def drawn_flips(records, rng, flips, height, width):
+    """([(axis, chosen)], [(boxes, labels)]): ``augmented``'s draws from ``rng`` (the same numbers in the same
+    order) and its boxes, without touching pixels: ``axis`` 0 horizontal, 1 vertical; ``chosen`` a bool per
+    image."""
+    targets = [(record.boxes.copy(), record.labels) for record in records]
+    drawn = []
+    for name in flips:
+        chosen = rng.rand(len(records)) < 0.5
+        axis = 0 if name == "horizontal" else 1
+        drawn.append((axis, chosen))
         targets = [(flip_boxes(boxes, width if axis == 0 else height, axis) if flip else boxes, labels)
                    for (boxes, labels), flip in zip(targets, chosen)]
-    return x, targets
+    return drawn, targets
+
+
+class DeviceBatches(object):
+    """``fit_detection``'s batches, made where the model runs. On CUDA the images go to the device once (uint8
+    NHWC: a quarter of float32's bytes) and each step gathers, flips and normalizes there, from one small
+    host-to-device copy of the indices and flip choices; the boxes are flipped on the host (numpy, a few
+    numbers per image) with flips drawn from the seeded ``rng`` exactly as ``augmented`` draws them, and go to
+    the device as one copy of boxes and one of labels. Float32 images (4x the bytes: they stay on the host), and
+    any on a CPU, are batched as before, by numpy (``augmented(normalized_batch(...))``: measured 11 ms a batch
+    of 16 at 128x128 on a CPU against 70-120 ms for torch's gather and normalization there); ``on_device=True``
+    runs the device path on a CPU, which gives the same numbers bit for bit (``tests/test_gpu_check_detection.py``)."""
+
+    def __init__(self, images, records, contract, device, flips, label_offset=0, on_device=None):
+        torch = self.torch = require("torch", "training")
+        self.records, self.flips, self.device, self.label_offset = records, tuple(flips), device, int(label_offset)
+        self.contract, self.uint8 = contract, images.dtype == np.uint8
+        self.on_device = (str(device).startswith("cuda") and self.uint8) if on_device is None else bool(on_device)
+        self.host = images
+        if not self.on_device:
+            return
+        source = torch.from_numpy(np.ascontiguousarray(images if self.uint8 else images.astype(np.float32, copy=False)))
+        self.images = source.to(device)  # once
+        # (height, width) and the dimensions a horizontal (axis 0) and vertical (axis 1) flip reverse
+        self.size = tuple(images.shape[1:3] if self.uint8 else images.shape[-2:])
+        self.dims = (2, 1) if self.uint8 else (3, 2)
+        if self.uint8:
+            def constant(values):
+                return torch.from_numpy(np.asarray(values, np.float32).reshape(-1, 1, 1)).to(device)
+            self.scale = constant(contract.pixel_scale / 255.0)
+            self.mean, self.std = constant(contract.mean), constant(contract.std)
+            self.bgr = contract.channel_order == "bgr"
+
+    def batch(self, index, rng):
+        """(x float32 [B, 3, H, W] on the device, [(boxes, labels)] on the device) of the images at ``index``."""
+        torch = self.torch
+        if not self.on_device:
+            x, targets = augmented(normalized_batch(self.host[index], self.contract),
+                                   [self.records[i] for i in index], rng, self.flips)
+            return torch.from_numpy(np.ascontiguousarray(x)).to(self.device), [
+                (torch.from_numpy(boxes).to(self.device), torch.from_numpy(labels + self.label_offset).to(self.device))
+                for boxes, labels in targets]
+        drawn, targets = drawn_flips([self.records[i] for i in index], rng, self.flips, *self.size)
+        chosen = [c for _, c in drawn]
+        picks = torch.from_numpy(np.concatenate([np.asarray(index, np.int64)] + [c.astype(np.int64) for c in chosen]))
+        picks = picks.to(self.device)  # one copy: the indices, then each flip's choice per image
+        count = len(index)
+        x = self.images[picks[:count]]
+        for number, (axis, choice) in enumerate(drawn):
+            if choice.any():
+                mask = picks[count * (number + 1):count * (number + 2)].bool().view(-1, 1, 1, 1)
+                x = torch.where(mask, x.flip(self.dims[axis]), x)
+        if self.uint8:  # NCHW in bytes first, then float: each channel's plane normalized in one pass
+            x = x.permute(0, 3, 1, 2).contiguous().float() * self.scale
+            if self.bgr:
+                x = x.flip(1)
+            x = (x - self.mean) / self.std
+        return x.contiguous(), self._targets(targets)
+
+    def _targets(self, targets):
+        """One copy of every box and one of every label, split back per image on the device."""
+        torch = self.torch
+        counts = [len(boxes) for boxes, _ in targets]
+        boxes = torch.from_numpy(np.concatenate([b for b, _ in targets])).to(self.device).split(counts)
+        labels = torch.from_numpy(np.concatenate([l + self.label_offset for _, l in targets])).to(self.device)
+        return list(zip(boxes, labels.split(counts)))
 
 
 def _check(images, records, model, flips):
@@ -84,7 +163,7 @@ def _check(images, records, model, flips):
 
 def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout=None, mode="fp32", device="cpu",
                   seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0,
-                  label="training detector"):
+                  label="training detector", timed_after=0):
     """Train ``model`` (a ``models.detection`` ``Detector``: RetinaNet's losses for sigmoid scores, SSD's for
     softmax ones, whose class 0 is the background and the records' class k is column k + 1) for ``steps``
     batches of ``batch_size`` drawn in a seeded order, epoch after epoch, from ``images`` and ``records``
@@ -92,9 +171,13 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     drawn shapes). ``mode``: ``training.modes``' fp32, tf32, amp or bf16 (autocast; the loss in FP32).
     Learning rate: ``loop.lr_at`` (warm-up over ``warmup`` of the run from lr/25, then cosine decay);
     gradients clipped at norm ``clip_grad``.
-    ``heldout``: (images, records) scored at the end. Returns a history record: steps, loss (and its
-    classification and box parts, the mean of the last 10 steps), seconds, images/s and, with ``heldout``,
-    ``map50`` and ``map`` (COCO's mAP@[.5:.95])."""
+    ``heldout``: (images, records) scored at the end. ``timed_after``: steps left out of the time and of the
+    peak memory, as a warm-up (cuDNN's algorithm search, the allocator's first blocks): ``seconds`` and
+    images/s count the steps after them, and the peak is reset once they are done (0: the whole run).
+    Batches are made where the model runs (``DeviceBatches``), and the loss values come back to the host
+    once a step, in one copy, after the step is queued. Returns a history record: steps, loss (and its
+    classification and box parts, the mean of the last 10 steps), seconds, images/s, ``timed_steps``,
+    ``peak_memory_mb`` (CUDA) and, with ``heldout``, ``map50`` and ``map`` (COCO's mAP@[.5:.95])."""
     torch = require("torch", "training")
     from trtkit.log import Progress
     from trtkit.training.detection_loss import retinanet_loss, ssd_loss
@@ -114,44 +197,55 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     loss_fn = ssd_loss if softmax else retinanet_loss
     model.train()
     on_gpu = str(device).startswith("cuda")
-    if on_gpu:  # the peak of this run alone (the mode comparison reads it)
-        torch.cuda.reset_peak_memory_stats()
+    batches = DeviceBatches(images, records, contract, device, flips, label_offset=int(softmax))
+    timed_after = max(0, min(int(timed_after), steps - 1))
     start, history, order = time.time(), [], np.array([], dtype=np.int64)
+    if on_gpu:  # the peak of this run alone (the mode comparison reads it), again after the warm-up steps
+        torch.cuda.reset_peak_memory_stats()
     torch.set_flush_denormal(True)
-    try:
-        with Progress(label, total=steps, unit="step") as bar:
+    from trtkit.training.fp32math import fp32_math
+    try:  # strict FP32 for fp32, TF32 for tf32 (on a GPU; PyTorch's default would run fp32 as TF32 there)
+        with fp32_math(torch, precision.fp32_math), Progress(label, total=steps, unit="step") as bar:
             for step in range(steps):
+                if step == timed_after:
+                    if on_gpu:
+                        torch.cuda.synchronize()
+                        torch.cuda.reset_peak_memory_stats()
+                    start = time.time()
                 if len(order) < batch_size:
                     order = np.concatenate([order, rng.permutation(len(images))])
                 index, order = np.sort(order[:batch_size]), order[batch_size:]
-                x, targets = augmented(normalized_batch(images[index], contract), [records[i] for i in index], rng,
-                                       flips)
-                x = precision.inputs(torch.from_numpy(np.ascontiguousarray(x)).to(device))
-                targets = [(torch.from_numpy(boxes).to(device), torch.from_numpy(labels + int(softmax)).to(device))
-                           for boxes, labels in targets]
+                x, targets = batches.batch(index, rng)
+                x = precision.inputs(x)
                 for group in optimizer.param_groups:
                     group["lr"] = lr_at(step, steps, lr, warmup)
                 optimizer.zero_grad(set_to_none=True)
                 with precision.autocast():
                     logits, regressions, anchors = model.head_outputs(x)
                 losses = loss_fn(logits, regressions, anchors, targets, model.box_coder)
-                if not torch.isfinite(losses["loss"]):
-                    raise InputError("the detection loss is not finite at step {} ({} mode)".format(step, mode),
-                                     hint="lower the learning rate, or train in fp32")
                 scaler.backward(losses["loss"])
                 scaler.unscale(optimizer, params)
                 torch.nn.utils.clip_grad_norm_(params, clip_grad)
                 scaler.step(optimizer)
                 scaler.update()
-                history.append([float(losses[k].detach()) for k in ("loss", "classification", "box_regression")])
+                values = torch.stack([losses[k].detach().float() for k in ("loss", "classification",
+                                                                          "box_regression")]).tolist()  # one copy
+                if not np.isfinite(values[0]):
+                    raise InputError("the detection loss is not finite at step {} ({} mode)".format(step, mode),
+                                     hint="lower the learning rate, or train in fp32")
+                history.append(values)
                 bar.update(1, postfix="loss {:.3f}".format(np.mean([h[0] for h in history[-10:]])))
+        if on_gpu:
+            torch.cuda.synchronize()
     finally:
         torch.set_flush_denormal(False)
     seconds = time.time() - start
+    timed = steps - timed_after
     last = np.mean(history[-10:], axis=0)
     record = {"steps": steps, "loss": float(last[0]), "classification": float(last[1]),
               "box_regression": float(last[2]), "first_loss": history[0][0], "seconds": round(seconds, 1),
-              "images_per_second": round(steps * batch_size / seconds, 1), "mode": mode,
+              "timed_steps": timed, "steps_per_second": round(timed / max(seconds, 1e-9), 3),
+              "images_per_second": round(timed * batch_size / max(seconds, 1e-9), 1), "mode": mode,
               "peak_memory_mb": round(torch.cuda.max_memory_allocated() / 2.0 ** 20, 1) if on_gpu else None}
     model.eval()
     if heldout is not None:

@@ -94,8 +94,7 @@ def train_detector(model_name=None, data=None, out="runs/train-detection", modes
                                            "map": record.get("map"), "history": [record]}) or \
             os.path.join(folder, "checkpoint.pt")
         rows.append(dict(record, mode=mode, model=name, checkpoint=path, status="ok"))
-        log.info("{} {}: {:.2f} steps/s, held-out mAP@.5 {:.3f}".format(name, mode, record["steps"] /
-                                                                          max(record["seconds"], 1e-9),
+        log.info("{} {}: {:.2f} steps/s, held-out mAP@.5 {:.3f}".format(name, mode, _rate(record),
                                                                           record.get("map50") or 0.0))
     from trtkit.fileio import atomic_path
     with atomic_path(os.path.join(out, "detection_train.json")) as tmp:
@@ -105,17 +104,24 @@ def train_detector(model_name=None, data=None, out="runs/train-detection", modes
     return rows
 
 
+def _rate(row):
+    """Steps per second of a row: the timed steps' (after ``fit_detection``'s warm-up) where it says."""
+    if row.get("steps_per_second"):
+        return row["steps_per_second"]
+    return row["steps"] / max(row["seconds"], 1e-9)
+
+
 def format_rows(rows):
     """The comparison table: mode, steps/s, images/s, speed-up over the first mode, peak memory, mAP@.5."""
     header = ["mode", "steps/s", "img/s", "speed-up", "peak MB", "loss", "mAP@.5", "mAP"]
     done = [row for row in rows if row.get("status") == "ok"]
-    base = done[0]["steps"] / max(done[0]["seconds"], 1e-9) if done else None
+    base = _rate(done[0]) if done else None
     lines = []
     for row in rows:
         if row.get("status") != "ok":
             lines.append([row["mode"], "skipped: " + row.get("reason", "")[:60]] + [""] * 6)
             continue
-        rate = row["steps"] / max(row["seconds"], 1e-9)
+        rate = _rate(row)
         lines.append([row["mode"], "{:.2f}".format(rate), "{:.1f}".format(row.get("images_per_second") or 0.0),
                       "{:.2f}x".format(rate / base) if base else "-",
                       "{:.0f}".format(row["peak_memory_mb"]) if row.get("peak_memory_mb") else "-",
