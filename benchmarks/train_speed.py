@@ -243,6 +243,9 @@ def main(argv=None):
     parser.add_argument("--host-rows", default="amp" if cuda else "",
                         help="modes timed again with the training set in host memory, copied ahead from pinned "
                              "buffers (the path for sets that do not fit on the GPU); default on a GPU: amp")
+    parser.add_argument("--host-worker", default="thread", choices=["thread", "loop", "both"],
+                        help="where the host rows' batches are made: a worker thread (trtkit's default), the loop's "
+                             "own thread one step ahead, or both in one run")
     parser.add_argument("--anchor-optimizer", default="default", choices=["default", "fused"],
                         help="the anchor's SGD: PyTorch's default (the anchor the goal was set against; with loss "
                              "scaling it waits for the GPU at every step) or fused, as trtkit's loop on a GPU, "
@@ -288,6 +291,9 @@ def main(argv=None):
         return text
 
     rows = []
+    from trtkit.training import inputs
+    keep_worker = inputs.HOST_WORKER
+    workers = ["thread", "loop"] if args.host_worker == "both" else [args.host_worker]
     for name in args.models.split(","):
         for mode in args.modes.split(","):
             reason = mode_unavailable_reason(mode, args.device)
@@ -298,13 +304,20 @@ def main(argv=None):
             math = Precision(mode, args.device).describe()
             fused = args.anchor_optimizer == "fused" and cuda
             before = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps, fused)
-            placements = ["auto"] + (["host"] if mode in args.host_rows.split(",") else [])
-            timed = [trtkit_loop(torch, name, mode, size, batch, args.device, channels_last, args.steps, args.epochs,
-                                 placement) for placement in placements]
+            placements = ["auto"] + ([("host", w) for w in workers] if mode in args.host_rows.split(",") else [])
+            timed = []
+            for placement in placements:
+                if placement != "auto":
+                    placement, inputs.HOST_WORKER = placement[0], placement[1] == "thread"
+                timed.append(trtkit_loop(torch, name, mode, size, batch, args.device, channels_last, args.steps,
+                                         args.epochs, placement))
+            inputs.HOST_WORKER = keep_worker
+            placements = ["auto"] + (["host, " + w if len(workers) > 1 else "host" for w in workers]
+                                     if mode in args.host_rows.split(",") else [])
             after = anchor(torch, name, mode, size, batch, args.device, channels_last, 8, args.anchor_steps, fused)
             a_ips, a_peak = (before[0] + after[0]) / 2.0, max(before[1], after[1]) if cuda else None
             for placement, (t_ips, t_peak, kept) in zip(placements, timed):
-                label = mode if placement == "auto" else "{} (host)".format(mode)
+                label = mode if placement == "auto" else "{} ({})".format(mode, placement)
                 rows.append({"model": name, "mode": label, "math": math, "anchor_ips": round(a_ips, 1),
                              "trtkit_ips": round(t_ips, 1), "ratio": round(t_ips / a_ips, 3),
                              "anchor_peak_mb": a_peak and round(a_peak), "trtkit_peak_mb": t_peak and round(t_peak),

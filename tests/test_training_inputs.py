@@ -216,9 +216,12 @@ def test_prefetched_raises_the_workers_error_at_its_item():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the host path copies to a GPU")
-def test_on_a_gpu_host_and_device_placements_give_the_same_batches():
-    """The threaded host path (pinned buffers, side stream) and the on-GPU store: the same pixels and labels
-    for the same order and draws, in both memory formats."""
+@pytest.mark.parametrize("worker", [False, True])
+def test_on_a_gpu_host_and_device_placements_give_the_same_batches(worker, monkeypatch):
+    """The host path (pinned buffers, side stream; in the loop's thread or a worker's) and the on-GPU store: the
+    same pixels and labels for the same order and draws, in both memory formats."""
+    from trtkit.training import inputs
+    monkeypatch.setattr(inputs, "HOST_WORKER", worker)
     contract = InputContract(size=(20, 28), channels=3)
     rng = np.random.RandomState(0)
     pixels = rng.randint(0, 256, size=(37, 20, 28, 3)).astype(np.float32)

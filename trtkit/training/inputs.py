@@ -13,14 +13,11 @@ otherwise they stay float32 and the same code runs with an identity normalizatio
 - ``device``: on the GPU (``auto`` picks it when the set takes at most ``DEVICE_SHARE`` of the free GPU
   memory). A batch is one gather on the GPU that does the selection, the random crop (reflect padding
   folded into the indices) and the flip at once; then the normalization, fused into one multiply-add.
-- ``host``: in host memory. On a GPU a worker thread gathers each batch into a pinned buffer and copies it
-  on a side stream, up to ``HOST_AHEAD`` steps ahead of the loop (``prefetched``; each buffer reused only
-  after its copy finished), so neither the gather nor the copy sits between two steps; crop, flip and
-  normalization then run on the GPU as above. Measured on an H200 (ResNet50, 224, batch 128, AMP): with the
-  gather in the loop's own thread, one step ahead, the loop reached 76% of the on-GPU placement's speed: the
-  loop's thread launches the model's kernels and cannot also gather 19 MB per step and stay ahead of the GPU
-  (torch's gather releases the GIL, so a worker thread runs it beside the launches). On a CPU the same
-  gather runs in place, with no copy at all.
+- ``host``: in host memory. On a GPU each batch is gathered into a pinned buffer and copied on a side stream
+  one step ahead of the loop (buffers reused only after their copy finished), so the copy overlaps the previous
+  step's compute; crop, flip and normalization then run on the GPU as above. ``HOST_WORKER`` makes the batches
+  in a worker thread instead (``prefetched``), a variant measured but not yet shown better (its comment). On a
+  CPU the same gather runs in place, with no copy at all.
 
 An epoch's order, crop offsets and flips are drawn from the run's numpy generator once per epoch and sent
 to the device once, so no step waits on the host: the loop's loss check is its only synchronisation.
@@ -39,6 +36,13 @@ DEVICE_SHARE = 0.25  # of the free GPU memory a training set may take to be kept
 ENCODE_VALUES = 2 ** 23  # float values checked and converted at a time (bounds the temporaries to tens of MB)
 EXACT = 1e-3  # a float whose pixel value is this close to an integer in 0..255 is that pixel
 HOST_AHEAD = 2  # batches the host path's worker prepares ahead of the loop (pinned buffers: this + 2)
+# Where the host path makes its batches: False (the default), in the loop's own thread one step ahead; True, in
+# a worker thread (``prefetched``) up to HOST_AHEAD steps ahead, gathering with numpy. Measured on an H200 (AMP,
+# 224, batch 128; each row against the on-GPU placement of its own session): in the loop's thread ResNet18 80%,
+# ResNet50 65%; in a worker thread gathering with torch (an OpenMP team of its own: 16 more threads spinning on 16
+# cores beside the launching thread) ResNet18 49%, ResNet50 85%. No run has compared them side by side yet, so
+# the default stays the one measured first; ``benchmarks/train_speed.py --host-worker both`` times both in one run.
+HOST_WORKER = False
 
 
 def pixel_affine(contract):
@@ -157,8 +161,9 @@ class BatchSource(object):
             return
         main = torch.cuda.current_stream(self.device)  # the loop's stream: the batches are used there
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        steps = prefetched(lambda number: self._copy_ahead(order, starts[number], batch_size, number, main),
-                           len(starts), HOST_AHEAD, index)
+        def make(number):
+            return self._copy_ahead(order, starts[number], batch_size, number, main, HOST_WORKER)
+        steps = prefetched(make, len(starts), HOST_AHEAD, index) if HOST_WORKER else made_ahead(make, len(starts), 1)
         try:
             for start, (ready, (images, labels)) in zip(starts, steps):
                 main.wait_event(ready)
@@ -193,7 +198,7 @@ class BatchSource(object):
             images = images.contiguous()
         return images.float().mul_(self.scale).add_(self.shift)
 
-    def _copy_ahead(self, order, start, batch_size, number, main):
+    def _copy_ahead(self, order, start, batch_size, number, main, in_worker=False):
         """Gather the images of one step into pinned buffer ``number % buffers`` and copy it on a side stream
         (in ``prefetched``'s worker thread); returns (copy-done event, (device images, device labels)), the
         device tensors marked as used on ``main``, the loop's stream."""
@@ -210,7 +215,10 @@ class BatchSource(object):
             done.synchronize()  # the copy issued earlier from this buffer has finished: it may be refilled
         index = torch.from_numpy(order[start:start + batch_size])
         count = len(index)
-        torch.index_select(self.store, 0, index, out=images[:count])
+        if not in_worker:
+            torch.index_select(self.store, 0, index, out=images[:count])
+        else:  # numpy's take: one thread, the GIL released, no second OpenMP team beside the loop's (HOST_WORKER)
+            np.take(self.store.numpy(), index.numpy(), axis=0, out=images[:count].numpy())
         torch.index_select(self.labels, 0, index, out=labels[:count])
         with torch.cuda.stream(self._stream):
             on_device = images[:count].to(self.device, non_blocking=True)
@@ -224,6 +232,18 @@ class BatchSource(object):
 
 
 _END = object()
+
+
+def made_ahead(make, count, ahead):
+    """``prefetched``'s items made in the caller's thread, ``ahead`` items before the consumer takes each."""
+    import collections
+    pending = collections.deque()
+    for number in range(count):
+        pending.append(make(number))
+        if len(pending) > ahead:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
 
 
 def prefetched(make, count, ahead, device=None):
