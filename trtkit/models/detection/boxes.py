@@ -69,7 +69,7 @@ def clip_boxes(boxes, height, width):
     else:
         x = torch.minimum(boxes[..., 0::2].clamp(min=0), _bound(width, boxes))
         y = torch.minimum(boxes[..., 1::2].clamp(min=0), _bound(height, boxes))
-    return torch.stack((x, y), dim=-1).reshape(boxes.shape)
+    return torch.stack((x, y), dim=-1).flatten(-2)  # [..., 2, 2] -> x1 y1 x2 y2 (no traced shape: 4 stays 4)
 
 
 def _bound(size, like):

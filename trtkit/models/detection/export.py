@@ -34,7 +34,10 @@ class DecodedDetector(nn.Module):
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)
-        return torch.cat([boxes, scores], dim=-1)
+        decoded = torch.cat([boxes, scores], dim=-1)
+        # the columns said as a number: the traced sizes' padding and clipping leave the exporter's shape
+        # inference without them, and readers of the ONNX (append_nms, the app) check 4 + C
+        return decoded.reshape(decoded.shape[0], decoded.shape[1], 4 + self.detection_head.num_classes)
 
     def fixed_size_reason(self):
         """Why this detector cannot be built for several image sizes (``--image-sizes``), or None: its anchors
