@@ -180,9 +180,8 @@ def test_refusals(exported):
     dynamic.CopyFrom(model)
     for axis in (2, 3):
         dynamic.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = "HW"
-    with pytest.raises(InputError, match="height and width") as error:
-        append_nms(dynamic, head)
-    assert "height=H, width=W" in error.value.hint
+    # dynamic H and W: the level sizes come from the input's shape per run (test_detection_sizes runs them)
+    assert "Shape" in [node.op_type for node in append_nms(dynamic, head).graph.node if "trtkit_nms" in node.name]
     assert append_nms(dynamic, head, height=128, width=128).graph.output[0].name == "det_boxes"
     with pytest.raises(InputError, match="anchors"):
         nms_graph(head, 1000, 128, 128)

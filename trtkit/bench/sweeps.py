@@ -54,9 +54,11 @@ def sweep_images(channels, size, count=8, seed=0):
     return rng.standard_normal((count, channels, size, size)).astype(np.float32)
 
 
-def image_size_sweep(variants, sizes, options, channels=3, run=None):
+def image_size_sweep(variants, sizes, options, channels=3, run=None, images=None):
     """Time every variant at batch 1 for each size in ``sizes``; returns the rows of all sizes, each with
-    ``image_size``. ``run``: ``matrix.run_matrix`` (a test may pass its own timing)."""
+    ``image_size``. ``run``: ``matrix.run_matrix`` (a test may pass its own timing). ``images``: the build's
+    own, resized to each size (``selection.resized``), for a model whose work depends on the pixels (a
+    detector's NMS in the graph: noise leaves it no candidates); None: noise (``sweep_images``)."""
     import copy
     if run is None:
         from trtkit.bench.matrix import run_matrix
@@ -65,7 +67,12 @@ def image_size_sweep(variants, sizes, options, channels=3, run=None):
     for size in sizes:
         at_size = copy.copy(options)
         at_size.batch_sizes, at_size.sweep = [1], False
-        result = run(variants, sweep_images(channels, size), at_size, progress_label="image size {}".format(size))
+        if images is not None:
+            from trtkit.bench.selection import resized
+            timed = resized(images[:8], size)
+        else:
+            timed = sweep_images(channels, size)
+        result = run(variants, timed, at_size, progress_label="image size {}".format(size))
         device = result.get("device", device)
         for row in result["results"]:
             row = dict(row)
@@ -119,8 +126,9 @@ def write_imsize(sweep, out_dir, title=None, png=True):
     table = pivot(sweep["results"], "image_size", latency_ms)
     write_json(paths["json"], sweep)
     write_text(paths["csv"], pivot_csv(table, sweep["sizes"], "latency ms (batch 1) / image size"))
-    write_text(paths["markdown"], "# {}\n\nLatency (ms, median, batch 1) per image size:\n\n{}\n".format(
-        title or "image-size sweep", pivot_markdown(table, sweep["sizes"], "precision / backend")))
+    write_text(paths["markdown"], "# {}\n\nLatency (ms, median, batch 1) per image size:\n\n{}\n{}".format(
+        title or "image-size sweep", pivot_markdown(table, sweep["sizes"], "precision / backend"),
+        "".join("\n" + line + "\n" for line in sweep.get("notes") or [])))
     if not png or not table or plot_imsize(table, sweep["sizes"], paths["png"], title) is None:
         paths.pop("png")
     return paths

@@ -129,7 +129,7 @@ def run(args):
     if manifest is None:
         manifest = {"model": {"input": _flag_input(args)}}
     if args.image_sizes:
-        return _image_size_sweep(args, variants, manifest, options, out_dir)
+        return _image_size_sweep(args, variants, manifest, options, out_dir, build)
     images, source = load_bench_images(manifest, args.input_size, max(options.agree_images, 64))
     log.info("benchmarking {} variants x batch {} on {} images; {} CPU threads{}".format(
         len(variants), ",".join(str(b) for b in options.sizes()), source, options.threads,
@@ -155,18 +155,28 @@ def run(args):
     return 0
 
 
-def _image_size_sweep(args, variants, manifest, options, out_dir):
+def _image_size_sweep(args, variants, manifest, options, out_dir, build=None):
     from trtkit import log
+    from trtkit.bench.plan import load_bench_images
+    from trtkit.bench.selection import selection_notes, time_host_selection
     from trtkit.bench.sweeps import check_sweep, image_size_sweep, latency_ms, pivot, pivot_markdown, write_imsize
     sizes = sorted(set(int_list(args.image_sizes, "--image-sizes")))
     check_sweep(variants, sizes, manifest)
     channels = ((manifest.get("model") or {}).get("input") or {}).get("channels") or 3
     log.info("image-size sweep of {} variants at {} (batch 1); {} CPU threads".format(
         len(variants), ",".join(str(s) for s in sizes), options.threads))
-    sweep = image_size_sweep(variants, sizes, options, channels)
+    detector = build is not None and (manifest.get("model") or {}).get("detection")
+    images = load_bench_images(manifest, args.input_size, 8)[0] if detector else None  # its NMS needs real pixels
+    sweep = image_size_sweep(variants, sizes, options, channels, images=images)
+    if detector:  # the host selection after the decoded rows, per size (bench.selection)
+        sweep["host_selection"] = [row for size in sizes for row in time_host_selection(
+            build.folder, manifest, images, [1], min(options.seconds, 1.0), size=size)]
+        sweep["notes"] = selection_notes(sweep["host_selection"])
     title = args.title or "{} latency per image size".format(variants[0].model)
     paths = write_imsize(sweep, out_dir, title=title, png=not args.no_png)
     print(pivot_markdown(pivot(sweep["results"], "image_size", latency_ms), sizes, "latency ms, batch 1"))
+    for note in sweep.get("notes") or []:
+        print(note)
     for row in sweep["results"]:
         if row.get("status") != "ok":
             print("- {} at {}: {}".format(row["variant"], row["image_size"], row.get("reason") or row.get("status")))

@@ -12,9 +12,11 @@ one engine and this after it). The batch stays dynamic; everything is float32.
 The graph, step by step as ``select``:
 
 1. candidates: ``TopK`` of ``topk_candidates`` per level (RetinaNet: a level's flattened (anchor, class) scores;
-   the level sizes come from ``head.level_sizes`` of the input's static height and width) or per class (SSD,
-   over the anchors); a score outside its group's top-k is replaced by the lowest float32, so NMS's own score
-   threshold drops it. The background class is never a candidate (its column is left out, or lowered per level);
+   the level sizes come from ``head.level_sizes`` of the input's static height and width, or, where they are
+   dynamic (``--image-sizes``), from the input's shape in the graph at each run: ``graph_level_sizes``) or per
+   class (SSD, over the anchors); a score outside its group's top-k is replaced by the lowest float32, so NMS's
+   own score threshold drops it. The background class is never a candidate (its column is left out, or
+   lowered per level);
 2. ``NonMaxSuppression`` per class (one class of every (anchor, class) pair when ``class_agnostic``) with the
    head's score threshold and IoU threshold, at most K kept per class (no more can reach the best K of the
    image);
@@ -109,6 +111,18 @@ class _Graph(object):
         best, index = self.top_k(values, k, axis)
         return self.op("ScatterElements", [self.lowest_like(self.op("Shape", [values])), index, best], axis=axis)
 
+    def min_int(self, value, limit):
+        """``min(value, limit)`` of an int64 ``[1]`` (through float below opset 12, where Min takes no int64)."""
+        if self.opset >= 12:
+            return self.op("Min", [value, self.const([limit], np.int64)])
+        least = self.op("Min", [self.op("Cast", [value], to=1), self.const([limit], np.float32)])
+        return self.op("Cast", [least], to=7)
+
+    def ceil_div(self, value, divisor):
+        """``ceil(value / divisor)`` of a positive int64 ``[1]`` (ONNX's integer Div truncates)."""
+        return self.op("Div", [self.op("Add", [value, self.const([divisor - 1], np.int64)]),
+                               self.const([divisor], np.int64)])
+
     def slice(self, value, start, stop, axis):
         return self.op("Slice", [value, self.const([start], np.int64), self.const([stop], np.int64),
                                  self.const([axis], np.int64)])
@@ -125,11 +139,18 @@ def _candidates(graph, scores, head, level_sizes):
             scores = graph.op("Where", [graph.const(background, bool), graph.const([LOWEST], np.float32), scores])
         levels, start = [], 0
         for size in level_sizes:
-            flat = graph.op("Reshape", [graph.slice(scores, start, start + size, 1), graph.const([0, -1], np.int64)])
-            k = graph.const([min(params.topk_candidates, size * count)], np.int64, "k")
-            kept = graph.kept_top_k(flat, k, 1)
-            levels.append(graph.op("Reshape", [kept, graph.const([0, size, count], np.int64)]))
-            start += size
+            if isinstance(size, str):  # a graph value: computed from the input's height and width
+                first = start if isinstance(start, str) else graph.const([start], np.int64)
+                stop = graph.op("Add", [first, size])
+                part = graph.op("Slice", [scores, first, stop, graph.const([1], np.int64)])
+                k = graph.min_int(graph.op("Mul", [size, graph.const([count], np.int64)]), params.topk_candidates)
+            else:
+                stop = start + size
+                part = graph.slice(scores, start, stop, 1)
+                k = graph.const([min(params.topk_candidates, size * count)], np.int64, "k")
+            kept = graph.kept_top_k(graph.op("Reshape", [part, graph.const([0, -1], np.int64)]), k, 1)
+            levels.append(graph.op("Reshape", [kept, graph.const([0, -1, count], np.int64)]))
+            start = stop
         scores = graph.op("Concat", levels, axis=1) if len(levels) > 1 else levels[0]
     if len(classes) < count:
         scores = graph.op("Gather", [scores, graph.const(classes, np.int64, "classes")], axis=2)
@@ -215,9 +236,25 @@ def _outputs(helper, head):
             helper.make_tensor_value_info("det_count", TensorProto.INT64, ["N"])]
 
 
-def _level_sizes(head, height, width, anchors, way_out):
+def graph_level_sizes(graph, image, head):
+    """``head.level_sizes`` as graph values (int64 ``[1]`` each) of the NCHW ``image`` input's own height and
+    width: a model with dynamic H and W (``--image-sizes``) splits its anchors at the size it runs at, not at
+    the size it was built at. The same arithmetic: pad to ``size_divisible``, then each stride's grid rounded
+    up."""
+    step = head.size_divisible
+    padded = [graph.op("Mul", [graph.ceil_div(graph.dim(image, axis), step), graph.const([step], np.int64)])
+              for axis in (2, 3)]
+    return [graph.op("Mul", [graph.op("Mul", [graph.ceil_div(padded[0], stride), graph.ceil_div(padded[1], stride)]),
+                             graph.const([count], np.int64)]) for stride, count in head.levels]
+
+
+def _level_sizes(head, height, width, anchors, way_out, graph=None, image=None):
+    """The anchors per level: numbers at a given or fixed size; graph values of ``image``'s shape (with
+    ``graph``) when its H and W are dynamic."""
     if not head.postprocessing.per_level:
         return None
+    if (not height or not width) and graph is not None and image is not None:
+        return graph_level_sizes(graph, image, head)
     if not height or not width:
         raise InputError("per-level candidates (RetinaNet) need the input's height and width, and the graph's "
                          "are not fixed", hint=way_out)
@@ -273,8 +310,9 @@ def graph_detections(outputs):
 def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=None, equal_suppresses=False,
                keep_decoded=False):
     """A copy of ``model_proto`` whose outputs are ``OUTPUTS`` (the module's docstring), computed from its
-    ``output_name`` output (``[N, A, 4 + C]``) as ``select`` selects. ``height`` / ``width``: the input size,
-    when the graph's image input does not fix it (required for per-level heads then). A model below opset 11 is
+    ``output_name`` output (``[N, A, 4 + C]``) as ``select`` selects. ``height`` / ``width``: the one input
+    size to select at where the graph's image input does not fix it; None: a per-level head takes each run's
+    own from the image input's shape (``graph_level_sizes``). A model below opset 11 is
     converted to 11 (NonMaxSuppression's inputs); at 11 or above its opset is kept. ``equal_suppresses``: True
     for a runtime whose NMS drops a box at an IoU equal to its threshold (OpenVINO; ``iou_threshold``).
     ``keep_decoded``: ``decoded`` stays the first output, before ``OUTPUTS`` (a build verifies every variant on
@@ -304,10 +342,10 @@ def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=No
     image_dims = list(images[0].type.tensor_type.shape.dim) if images else []
     if height is None and len(image_dims) == 4:
         height, width = _static(image_dims[2]), _static(image_dims[3])
+    graph = _Graph(_opset(model), equal_suppresses)
     sizes = _level_sizes(head, height, width, _static(dims[1]) if len(dims) == 3 else None,
                          "export the model at a fixed input size, or give append_nms(..., height=H, width=W) "
-                         "of the size it will run at")
-    graph = _Graph(_opset(model), equal_suppresses)
+                         "of the size it will run at", graph, images[0].name if len(image_dims) == 4 else None)
     _nodes(graph, output_name, head, sizes)
     model.graph.node.extend(graph.nodes)
     model.graph.initializer.extend(graph.constants)

@@ -75,6 +75,9 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
     if example is None:
         example = torch.zeros((2,) + contract.shape, dtype=torch.float32)
     use_dynamo = exporter == "dynamo" or (exporter == "auto" and _has_dynamo_exporter(torch))
+    if use_dynamo and exporter == "auto" and image_sizes and \
+            getattr(model, "image_sizes_exporter", None) == "torchscript":  # the model knows torch.export
+        use_dynamo = False  # fixes its sizes (a detector's: models.detection.export); trying costs a minute
     requested = opset
     if exporter == "dynamo" and not _has_dynamo_exporter(torch):
         raise InputError("this torch has no dynamo ONNX exporter", hint="use --exporter torchscript")
@@ -92,6 +95,9 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
         if use_dynamo:
             try:
                 used = _export_dynamo(torch, model, example, tmp, opset, image_sizes, output)
+                if image_sizes:  # torch.export may specialize a size it cannot keep symbolic (a detector's
+                    # 1x1 top level: a size-1 guard), and the ONNX comes out fixed at the example's size
+                    _check_runs_at(tmp, example, image_sizes[0])
             except Exception as exc:
                 if exporter == "dynamo":
                     raise
@@ -102,7 +108,7 @@ def export_onnx(model, path, exporter="auto", opset=None, example=None, contract
         else:
             used = _export_torchscript(torch, model, example, tmp, opset, axes, output)
         _finish(tmp, contract, getattr(model, "detection_head", None))
-        if image_sizes:
+        if image_sizes and used[0] != "dynamo":  # a dynamo export was checked above
             _check_runs_at(tmp, example, image_sizes[0])
     return used
 
@@ -123,6 +129,8 @@ def _dynamic_axes(torch, model, example, image_sizes, output=OUTPUT_NAME):
             out = model(example[:1])
         if hasattr(out, "dim") and out.dim() == 4 and tuple(out.shape[2:]) == tuple(example.shape[2:]):
             axes[output].update({2: "height", 3: "width"})
+        elif getattr(model, "detection_head", None) is not None:  # decoded [N, A, 4 + C]: A follows H and W
+            axes[output][1] = "anchors"
     return axes
 
 

@@ -318,10 +318,10 @@ def _torch_source(options):
             "input": contract.to_dict(), "task": task, "output_kind": output_kind.name}
     if head is not None:
         info["detection"] = head.to_dict()
-        if options.image_sizes:
-            raise InputError("--image-sizes is not available for detectors yet: their anchors are fixed to the "
-                             "input size at export", hint="drop --image-sizes, or set --input-size to the size "
-                             "you run at")
+        reason = model.fixed_size_reason() if options.image_sizes else None
+        if reason:
+            raise InputError("--image-sizes is not available for {}: {}".format(model.trtkit_name, reason),
+                             hint="drop --image-sizes, or set --input-size to the size you run at")
     trained_on = (getattr(model, "trtkit_meta", None) or {}).get("dataset")
     if trained_on:  # what trtkit train (or the sample) learned from: its train part is never verified on
         info["trained_on"] = str(trained_on)

@@ -20,6 +20,14 @@ import math
 import torch
 
 
+def _stride(size, cells, device):
+    """``size // cells`` as an int32 scalar tensor, an operation on the sizes when they are traced or symbolic
+    (``torch.empty(...).fill_``, torchvision's way to keep it out of the constants), a plain division else."""
+    if isinstance(size, int) and isinstance(cells, int):
+        return size // cells
+    return torch.empty((), dtype=torch.int64, device=device).fill_(size // cells).to(torch.int32)
+
+
 class GridAnchors(object):
     def __init__(self, sizes, aspect_ratios):
         self.sizes = tuple(tuple(level) for level in sizes)
@@ -40,16 +48,28 @@ class GridAnchors(object):
     def __call__(self, image_size, grid_sizes, dtype=torch.float32, device=None):
         anchors, counts = [], []
         for level, (rows, columns) in enumerate(grid_sizes):
-            rows, columns = int(rows), int(columns)
-            stride_y, stride_x = int(image_size[0]) // rows, int(image_size[1]) // columns
+            # no int() of a size: under torch.onnx's exporters (TorchScript's tracer, torch.export's symbolic
+            # sizes) int() bakes the export's size in as a constant, and an export with dynamic H and W would
+            # give the export size's anchors at every size. Sizes stay sizes: arange, floor division and
+            # broadcasting are recorded as graph operations of the feature maps' shapes (torchvision does the
+            # same in its AnchorGenerator)
+            stride_y = _stride(image_size[0], rows, device)
+            stride_x = _stride(image_size[1], columns, device)
             xs = torch.arange(0, columns, dtype=torch.int32, device=device) * stride_x
             ys = torch.arange(0, rows, dtype=torch.int32, device=device) * stride_y
-            xs, ys = xs.repeat(rows), ys.repeat_interleave(columns)
+            xs, ys = xs.view(1, -1) + ys.view(-1, 1) * 0, ys.view(-1, 1) + xs.view(1, -1) * 0  # [rows, columns]
+            xs, ys = xs.reshape(-1), ys.reshape(-1)
             shifts = torch.stack((xs, ys, xs, ys), dim=1)
             cell = self._cell(level).to(dtype=dtype, device=device)
             anchors.append((shifts.view(-1, 1, 4) + cell.view(1, -1, 4)).reshape(-1, 4))
             counts.append(anchors[-1].shape[0])
         return torch.cat(anchors), counts
+
+    @staticmethod
+    def follows_input_size():
+        """Whether the anchors stay right at an input size other than the one trained at: yes, they are in
+        pixels at each level's stride, as the features are (torchvision runs RetinaNet at any size)."""
+        return True
 
     def __repr__(self):
         return "GridAnchors(sizes={}, aspect_ratios={})".format(self.sizes, self.aspect_ratios)
@@ -80,6 +100,16 @@ class DefaultBoxes(object):
 
     def num_anchors_per_location(self):
         return [2 + 2 * len(r) for r in self.aspect_ratios]
+
+    FIXED_SIZE_REASON = ("SSD's default boxes are fractions of the input size (torchvision runs SSD300 and "
+                         "SSDlite320 at one fixed size, and SSD300's steps of 8 to 300 px fit its grids at 300 "
+                         "only), so at another size every box grows with the input while the features it is "
+                         "decoded from do not")
+
+    @staticmethod
+    def follows_input_size():
+        """No: see ``FIXED_SIZE_REASON``. A build at another fixed size (``--input-size``) stays possible."""
+        return False
 
     def __call__(self, image_size, grid_sizes, dtype=torch.float32, device=None):
         height, width = int(image_size[0]), int(image_size[1])

@@ -60,7 +60,20 @@ class BoxCoder(object):
 
 
 def clip_boxes(boxes, height, width):
-    """``boxes`` ([..., 4], x1 y1 x2 y2) clamped into a ``height`` x ``width`` image."""
-    x = boxes[..., 0::2].clamp(min=0, max=width)
-    y = boxes[..., 1::2].clamp(min=0, max=height)
-    return torch.stack((x, y), dim=-1).reshape(boxes.shape)
+    """``boxes`` ([..., 4], x1 y1 x2 y2) clamped into a ``height`` x ``width`` image. The sizes may be an
+    export's traced or symbolic sizes (dynamic H and W): then the bound is a graph value, never ``int()`` of
+    the export's size."""
+    if isinstance(height, int) and isinstance(width, int):
+        x = boxes[..., 0::2].clamp(min=0, max=width)
+        y = boxes[..., 1::2].clamp(min=0, max=height)
+    else:
+        x = torch.minimum(boxes[..., 0::2].clamp(min=0), _bound(width, boxes))
+        y = torch.minimum(boxes[..., 1::2].clamp(min=0), _bound(height, boxes))
+    return torch.stack((x, y), dim=-1).flatten(-2)  # [..., 2, 2] -> x1 y1 x2 y2 (no traced shape: 4 stays 4)
+
+
+def _bound(size, like):
+    """A size (a traced 0-dim tensor or a symbolic int) as a scalar tensor of ``like``'s dtype."""
+    if isinstance(size, torch.Tensor):
+        return size.to(dtype=like.dtype, device=like.device)
+    return torch.empty((), dtype=like.dtype, device=like.device).fill_(size)

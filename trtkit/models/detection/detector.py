@@ -44,6 +44,11 @@ class Detector(nn.Module):
         height, width = images.shape[-2:]
         step = self.size_divisible
         bottom, right = -height % step, -width % step
+        if not isinstance(height, int) or not isinstance(width, int):
+            # exporting with dynamic H and W (traced or symbolic sizes): pad always, by amounts the graph
+            # computes (0 at a multiple); a Python ``if`` on them would fix the export size's choice (or make
+            # torch.export specialize the size)
+            return functional.pad(images, (0, right, 0, bottom)) if step > 1 else images
         return functional.pad(images, (0, right, 0, bottom)) if bottom or right else images
 
     def _raw(self, images):
@@ -63,7 +68,7 @@ class Detector(nn.Module):
     def _decode(self, images):
         height, width = images.shape[-2:]
         logits, regressions, anchors, level_sizes = self._raw(images)
-        boxes = clip_boxes(self.box_coder.decode(regressions, anchors), int(height), int(width))
+        boxes = clip_boxes(self.box_coder.decode(regressions, anchors), height, width)
         scores = torch.sigmoid(logits) if self.activation == "sigmoid" else functional.softmax(logits, dim=-1)
         return boxes, scores, level_sizes
 

@@ -25,12 +25,27 @@ class DecodedDetector(nn.Module):
         self.detection_head = detection_head(model)
         self.task = "detection"  # what pipeline.source records (tasks.DETECTION's name)
         self.output_name = OUTPUT_NAME  # the exported output's name (onnx.export.output_name)
+        # with dynamic H and W, torch.export (torch 2.13) specializes the size anyway: the 1x1 top level of a
+        # RetinaNet at its input size puts a size-1 guard on the sizes (a contiguity check), so the export comes
+        # out fixed; the TorchScript exporter keeps the sizes as graph values (onnx.export reads this)
+        self.image_sizes_exporter = "torchscript"
         self.train(model.training)  # a new module trains by default: an exporter that restores the mode would
         # otherwise put an eval() model's BatchNorms in training mode afterwards
 
     def forward(self, images):
         boxes, scores = self.detector.decoded(images)
-        return torch.cat([boxes, scores], dim=-1)
+        decoded = torch.cat([boxes, scores], dim=-1)
+        # the columns said as a number: the traced sizes' padding and clipping leave the exporter's shape
+        # inference without them, and readers of the ONNX (append_nms, the app) check 4 + C
+        return decoded.reshape(decoded.shape[0], decoded.shape[1], 4 + self.detection_head.num_classes)
+
+    def fixed_size_reason(self):
+        """Why this detector cannot be built for several image sizes (``--image-sizes``), or None: its anchors
+        say whether they stay right at another input size (``anchors.GridAnchors.follows_input_size``)."""
+        generator = self.detector.anchor_generator
+        if generator.follows_input_size():
+            return None
+        return generator.FIXED_SIZE_REASON
 
 
 def deployable(model):
