@@ -63,6 +63,28 @@ def augmented(x, records, rng, flips):
     return x, targets
 
 
+def cropped(x, targets, rng, size, min_inside=0.5):
+    """(x, targets) of a random ``size`` x ``size`` window of each image (``x`` NCHW), the boxes moved with it and
+    clipped to it; a box with less than ``min_inside`` of its area inside is dropped (as the shape-boxes sample
+    drops an object with less than half of it visible). Why: a window costs ``(size / side) ** 2`` of the whole
+    image, and the detector is convolutional, so it learns the same objects from fewer pixels."""
+    height, width = x.shape[-2:]
+    if size >= height and size >= width:
+        return x, targets
+    size_h, size_w = min(size, height), min(size, width)
+    windows = np.empty(x.shape[:2] + (size_h, size_w), x.dtype)
+    kept = []
+    for index, (boxes, labels) in enumerate(targets):
+        top, left = rng.randint(0, height - size_h + 1), rng.randint(0, width - size_w + 1)
+        windows[index] = x[index, :, top:top + size_h, left:left + size_w]
+        moved = boxes - np.asarray([left, top, left, top], boxes.dtype)
+        clipped = np.clip(moved, 0, [size_w, size_h, size_w, size_h]).astype(boxes.dtype)
+        area = (clipped[:, 2] - clipped[:, 0]) * (clipped[:, 3] - clipped[:, 1])
+        inside = (area > 0) & (area >= min_inside * (moved[:, 2] - moved[:, 0]) * (moved[:, 3] - moved[:, 1]))
+        kept.append((clipped[inside], labels[inside]))
+    return windows, kept
+
+
 def _check(images, records, model, flips):
     if len(images) != len(records) or not len(images):
         raise InputError("{} images but {} box records".format(len(images), len(records)),
@@ -83,7 +105,7 @@ def _check(images, records, model, flips):
 
 
 def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout=None, mode="fp32", device="cpu",
-                  seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0,
+                  seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0, crop=None,
                   label="training detector"):
     """Train ``model`` (a ``models.detection`` ``Detector``: RetinaNet's losses for sigmoid scores, SSD's for
     softmax ones, whose class 0 is the background and the records' class k is column k + 1) for ``steps``
@@ -91,7 +113,8 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     (module doc), with ``flips`` ('horizontal', 'vertical': the latter only for data that has no up, like
     drawn shapes). ``mode``: ``training.modes``' fp32, tf32, amp or bf16 (autocast; the loss in FP32).
     Learning rate: ``loop.lr_at`` (warm-up over ``warmup`` of the run from lr/25, then cosine decay);
-    gradients clipped at norm ``clip_grad``.
+    gradients clipped at norm ``clip_grad``. ``crop``: train on a random ``crop`` x ``crop`` window of each
+    image (``cropped``), after the flips; None trains on whole images.
     ``heldout``: (images, records) scored at the end. Returns a history record: steps, loss (and its
     classification and box parts, the mean of the last 10 steps), seconds, images/s and, with ``heldout``,
     ``map50`` and ``map`` (COCO's mAP@[.5:.95])."""
@@ -126,6 +149,8 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
                 index, order = np.sort(order[:batch_size]), order[batch_size:]
                 x, targets = augmented(normalized_batch(images[index], contract), [records[i] for i in index], rng,
                                        flips)
+                if crop:
+                    x, targets = cropped(x, targets, rng, crop)
                 x = precision.inputs(torch.from_numpy(np.ascontiguousarray(x)).to(device))
                 targets = [(torch.from_numpy(boxes).to(device), torch.from_numpy(labels + int(softmax)).to(device))
                            for boxes, labels in targets]
