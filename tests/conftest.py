@@ -49,6 +49,20 @@ def sample_build(tmp_path_factory, sample):
     return out, manifest
 
 
+@pytest.fixture(scope="session")
+def seg_build(tmp_path_factory):
+    """A real FP32 + FP16 ONNX Runtime build of test_segmentation_predict's colour segmenter at 32x32 (crop, the
+    default resize): its out dir. Made once for the session, not once per module: test_segmentation_predict and
+    test_segmentation_serve both read it, and neither writes into it."""
+    pytest.importorskip("onnxruntime")
+    import trtkit
+    from test_segmentation_predict import NAMES, ColourSegmenter
+    out = str(tmp_path_factory.mktemp("seg") / "build")
+    trtkit.build(model=ColourSegmenter(), input_size=32, data="sample", precision="fp32,fp16",
+                 backend="onnxruntime", out=out, verify_images=16, bench_seconds=0, class_names=NAMES)
+    return out
+
+
 def partial_files(folder):
     """Every file under ``folder`` that a failed step might have left (temporary or staging)."""
     found = []

@@ -20,13 +20,18 @@ def partial_then_killed(request, save):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+HANGING = "time-then-hang.hanging"  # written in the step's work folder when it reaches its hang
+
+
 def _hang():
     time.sleep(3600)
 
 
 def time_then_hang(request, save):
     """Time a real PyTorch FP32 baseline on CPU through gpu_check's own timing (``steps._bench`` with
-    ``steps.saving_rows``), then a variant whose runner never comes back: the parent's time limit kills it."""
+    ``steps.saving_rows``), then a variant whose runner never comes back: the parent's time limit kills it.
+    Reaching the hang writes ``HANGING`` first, so a test tells a step stopped while still measuring (a slow
+    machine) from one stopped in its hang, whose rows must all have been kept."""
     import numpy as np
 
     from trtkit.bench.plan import BenchOptions, Variant, torch_variants
@@ -34,7 +39,13 @@ def time_then_hang(request, save):
     options = BenchOptions(batch_sizes=(1, 2), seconds=0.05, warmup=0.01, max_seconds=0.1, min_iterations=2,
                            min_rounds=2, agree_images=4, pin=False, threads=1)
     variants = torch_variants(None, request["options"]["checkpoint"], ["fp32"], 1, 32, "tiny", device="cpu")
-    variants.append(Variant("tiny", "torch", "fp32", _hang, "FP32 a path that hangs", mode="channels_last"))
+    marker = os.path.join(request["work"], HANGING)
+
+    def hang():
+        open(marker, "w").close()
+        _hang()
+
+    variants.append(Variant("tiny", "torch", "fp32", hang, "FP32 a path that hangs", mode="channels_last"))
     images = np.random.RandomState(0).standard_normal((4, 3, 32, 32)).astype(np.float32)
     result = {"status": "running", "bench": {"results": []}}
     result["bench"] = _bench(variants, images, options, saving_rows(result, save))

@@ -4,7 +4,8 @@
 once failed) runs this very interpreter with that CPU's CPUID. ONNX Runtime and OpenVINO pick their kernels
 from CPUID, so they run their AVX2 INT8 kernels, whose ``vpmaddubsw`` adds pairs of u8 x s8 products into
 saturating 16-bit integers, and qemu carries out that saturation as the silicon does. The artifacts are built
-natively (fast); only the inference runs emulated (about 100x slower), on 48 held-out images.
+natively (fast); only the inference runs emulated (about 100x slower), on 48 held-out images (the VNNI artifact,
+there to be warned about, on its first batch of 16: ``emulated_int8.VNNI_IMAGES``).
 
 qemu-user comes from Debian's ``qemu-user`` package (.ci/run installs it). Without it the test is skipped
 locally and fails in CI, so that the check never passes by having nothing to check.
@@ -73,7 +74,9 @@ def test_int8_made_for_avx2_is_right_on_an_emulated_cpu_without_vnni_and_vnni_in
     # the artifact made for VNNI is named once as wrong for this CPU; the one made for AVX2 is not
     assert len(warnings) == 1 and "made for CPUs with VNNI" in warnings[0], warnings
     assert os.path.basename(int8["vnni"]) in warnings[0]
-    agreement = dict((name, float(np.mean(np.array(emulated[name]) == reference)))
+    assert len(emulated["onnxruntime_avx2"]) == len(emulated["openvino_avx2"]) == IMAGES
+    agreement = dict((name, float(np.mean(np.array(emulated[name]) == reference[:len(emulated[name])])))
                      for name in ("onnxruntime_vnni", "onnxruntime_avx2", "openvino_avx2"))
-    print("top-1 agreement with native FP32 on the emulated CPU: {}".format(agreement))
+    print("top-1 agreement with native FP32 on the emulated CPU (VNNI: its first batch only): {}; emulated "
+          "seconds {}".format(agreement, emulated["seconds"]))
     assert agreement["onnxruntime_avx2"] >= 0.98 and agreement["openvino_avx2"] >= 0.98, agreement

@@ -106,6 +106,34 @@ def test_flips_move_the_boxes_with_the_pixels():
         assert targets[0][0].tolist() == [[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]]
 
 
+def test_windows_move_clip_and_drop_the_boxes_with_the_pixels():
+    """``cropped``: each image's window holds its pixels, a box moves and is clipped with it, and one less than
+    half inside is dropped (the sample's rule for a mostly hidden object)."""
+    from trtkit.training.detection import cropped
+
+    class Offsets(object):  # the window's top, then its left
+        def __init__(self, *values):
+            self.values = list(values)
+
+        def randint(self, low, high):
+            value = self.values.pop(0)
+            assert low <= value < high
+            return value
+
+    x = np.random.RandomState(0).standard_normal((1, 3, 20, 30)).astype(np.float32)
+    boxes = np.array([[3, 2, 9, 5], [0, 0, 4, 4], [20, 10, 30, 20]], np.float32)
+    labels = np.array([0, 1, 2])
+    for (top, left), kept, kept_labels in (
+            ((0, 0), [[3, 2, 9, 5], [0, 0, 4, 4]], [0, 1]),  # the third starts where the window ends
+            ((8, 18), [[2, 2, 12, 12]], [2]),
+            ((0, 6), [[0, 2, 3, 5]], [0])):  # half of the first inside: kept, clipped; the second all outside
+        windows, targets = cropped(x.copy(), [(boxes, labels)], Offsets(top, left), 12)
+        assert windows.shape == (1, 3, 12, 12) and np.array_equal(windows[0], x[0, :, top:top + 12, left:left + 12])
+        assert targets[0][0].tolist() == kept and targets[0][1].tolist() == kept_labels
+    windows, targets = cropped(x, [(boxes, labels)], Offsets(), 32)  # as large as the image: as it is
+    assert windows is x and targets[0][0] is boxes
+
+
 def test_a_short_run_lowers_the_loss():
     from trtkit.contract import InputContract
     from trtkit.data.shape_boxes import draw_shape_boxes

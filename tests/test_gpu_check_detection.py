@@ -21,14 +21,16 @@ def _fingerprint(model):
 class HostBatches(object):
     """The batches as fit_detection made them before ``DeviceBatches``: normalized and flipped on the host."""
 
-    def __init__(self, images, records, contract, device, flips, label_offset=0):
+    def __init__(self, images, records, contract, device, flips, label_offset=0, crop=None):
         self.images, self.records, self.contract = images, records, contract
-        self.device, self.flips, self.offset = device, flips, label_offset
+        self.device, self.flips, self.offset, self.crop = device, flips, label_offset, crop
 
     def batch(self, index, rng):
-        from trtkit.training.detection import augmented, normalized_batch
+        from trtkit.training.detection import augmented, cropped, normalized_batch
         x, targets = augmented(normalized_batch(self.images[index], self.contract),
                                [self.records[i] for i in index], rng, self.flips)
+        if self.crop:
+            x, targets = cropped(x, targets, rng, self.crop)
         x = torch.from_numpy(np.ascontiguousarray(x)).to(self.device)
         return x, [(torch.from_numpy(boxes).to(self.device), torch.from_numpy(labels + self.offset).to(self.device))
                    for boxes, labels in targets]
@@ -64,13 +66,39 @@ def test_device_batches_are_the_host_paths_pixels_and_boxes(bgr):
     assert torch.equal(x_new, x_old)
 
 
+def test_device_batches_cut_the_same_windows_as_the_host_path():
+    """With ``crop`` (the sample's recipe trains on windows): the device path cuts the windows ``cropped`` cuts,
+    from the same draws, its boxes moved, clipped and dropped the same way."""
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    from trtkit.models.sample import sample_detection_contract
+    from trtkit.training.detection import DeviceBatches
+    images, records = draw_shape_boxes(12, size=48, seed=5)
+    contract = sample_detection_contract().with_overrides({"size": 48})
+    flips = ("horizontal", "vertical")
+    new = DeviceBatches(images, records, contract, "cpu", flips, 1, on_device=True, crop=32)
+    old = DeviceBatches(images, records, contract, "cpu", flips, 1, on_device=False, crop=32)
+    rng_new, rng_old = np.random.RandomState(3), np.random.RandomState(3)
+    dropped = 0
+    for index in (np.array([0, 2, 3, 7, 9]), np.arange(12)):
+        x_new, t_new = new.batch(index, rng_new)
+        x_old, t_old = old.batch(index, rng_old)
+        assert x_new.shape == x_old.shape == (len(index), 3, 32, 32) and torch.equal(x_new, x_old)
+        for (boxes_new, labels_new), (boxes_old, labels_old), i in zip(t_new, t_old, index):
+            assert torch.equal(boxes_new, boxes_old) and torch.equal(labels_new, labels_old)
+            assert float(boxes_new.max()) <= 32 if len(boxes_new) else True
+            dropped += len(records[i]) - len(boxes_new)
+    assert dropped > 0  # some boxes fell outside their windows: the drop rule was exercised
+    assert rng_new.rand() == rng_old.rand()
+
+
 def test_the_sample_detectors_training_is_bit_identical_to_the_host_path(monkeypatch):
     """A few steps of the sample detector's recipe (its data, contract, flips, seed) on the CPU: the same
     losses and the same weights from fit_detection as it is (numpy batches on a CPU), with the device path
     forced, and with the host path of before."""
     import trtkit.training.detection as detection
     from trtkit.models.detection import create_detection_model
-    from trtkit.models.sample import DETECTION_ARCH, DETECTION_LR, sample_detection_contract, sample_detection_data
+    from trtkit.models.sample import (DETECTION_ARCH, DETECTION_CROP, DETECTION_LR, sample_detection_contract,
+                                      sample_detection_data)
     from trtkit.training import seed_everything
     images, records = sample_detection_data("train")
     images, records = images[:48], records[:48]
@@ -80,7 +108,8 @@ def test_the_sample_detectors_training_is_bit_identical_to_the_host_path(monkeyp
         contract = sample_detection_contract()
         model = create_detection_model(DETECTION_ARCH, num_classes=len(contract.class_names), contract=contract)
         record = detection.fit_detection(model, images, records, 3, batch_size=8, lr=DETECTION_LR,
-                                         flips=("horizontal", "vertical"), label="bit-identical check")
+                                         flips=("horizontal", "vertical"), crop=DETECTION_CROP,
+                                         label="bit-identical check")
         return record, _fingerprint(model)
     new, new_weights = train()
     device_path = detection.DeviceBatches

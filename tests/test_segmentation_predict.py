@@ -57,15 +57,6 @@ def agreement(mask, truth):
 
 
 @pytest.fixture(scope="module")
-def seg_build(tmp_path_factory):
-    """A real FP32 + FP16 ONNX Runtime build of the colour segmenter at 32x32 (crop, the default resize)."""
-    out = str(tmp_path_factory.mktemp("seg") / "build")
-    trtkit.build(model=ColourSegmenter(), input_size=32, data="sample", precision="fp32,fp16",
-                 backend="onnxruntime", out=out, verify_images=16, bench_seconds=0, class_names=NAMES)
-    return out
-
-
-@pytest.fixture(scope="module")
 def photos(tmp_path_factory):
     """Photo files of three sizes in two folders (two share a stem), and their true masks by path."""
     root = tmp_path_factory.mktemp("photos")

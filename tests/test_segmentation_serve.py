@@ -14,7 +14,7 @@ import pytest
 
 from conftest import CACHE, ROOT
 from test_app_serve import free_ports, wait_ready
-from test_segmentation_predict import NAMES, scene, seg_build  # noqa: F401  (seg_build: the module's build fixture)
+from test_segmentation_predict import NAMES, scene
 
 pytest.importorskip("pytriton.triton")
 pytest.importorskip("onnxruntime")
@@ -27,7 +27,7 @@ def encoded(pixels):
     return buffer.getvalue()
 
 
-def test_served_masks_decode_to_predicts_masks(seg_build, tmp_path):  # noqa: F811
+def test_served_masks_decode_to_predicts_masks(seg_build, tmp_path):
     import tritonclient.http as http
     from tritonclient.utils import InferenceServerException
     import trtkit

@@ -47,10 +47,12 @@ def test_an_input_outside_the_engines_profile_is_one_line():
 
 @pytest.fixture(scope="module")
 def dynamic_build(tmp_path_factory):
-    """The segmentation sample built with dynamic H and W from 64 to 192 (fp32 and int8)."""
+    """The segmentation sample built with dynamic H and W from 64 to 192 (fp32 and int8). Its tests read the
+    graphs' shapes and bench them, not the INT8's accuracy nor the build's own timing: 64 calibration images and
+    no timing (``test_segmentation_sample`` judges the default recipe's INT8)."""
     out = str(tmp_path_factory.mktemp("dyn") / "build")
     result = run_cli(["build", "--task", "segmentation", "--image-sizes", "64,192", "--precision", "fp32,int8",
-                      "--verify-images", "64", "--out", out])
+                      "--verify-images", "64", "--calib-images", "64", "--bench-seconds", "0", "--out", out])
     assert result.returncode == 0, result.stderr[-2000:]
     return out
 

@@ -87,8 +87,9 @@ class DeviceBatches(object):
     of 16 at 128x128 on a CPU against 70-120 ms for torch's gather and normalization there); ``on_device=True``
     runs the device path on a CPU, which gives the same numbers bit for bit (``tests/test_gpu_check_detection.py``)."""
 
-    def __init__(self, images, records, contract, device, flips, label_offset=0, on_device=None):
+    def __init__(self, images, records, contract, device, flips, label_offset=0, on_device=None, crop=None):
         torch = self.torch = require("torch", "training")
+        self.crop = crop
         self.records, self.flips, self.device, self.label_offset = records, tuple(flips), device, int(label_offset)
         self.contract, self.uint8 = contract, images.dtype == np.uint8
         self.on_device = (str(device).startswith("cuda") and self.uint8) if on_device is None else bool(on_device)
@@ -113,6 +114,8 @@ class DeviceBatches(object):
         if not self.on_device:
             x, targets = augmented(normalized_batch(self.host[index], self.contract),
                                    [self.records[i] for i in index], rng, self.flips)
+            if self.crop:
+                x, targets = cropped(x, targets, rng, self.crop)
             return torch.from_numpy(np.ascontiguousarray(x)).to(self.device), [
                 (torch.from_numpy(boxes).to(self.device), torch.from_numpy(labels + self.label_offset).to(self.device))
                 for boxes, labels in targets]
@@ -131,6 +134,11 @@ class DeviceBatches(object):
             if self.bgr:
                 x = x.flip(1)
             x = (x - self.mean) / self.std
+        if self.crop:  # the same windows ``cropped`` draws, cut on the device
+            corners, targets = windows_of(targets, rng, self.crop, *self.size)
+            if corners is not None:
+                size_h, size_w = min(self.crop, self.size[0]), min(self.crop, self.size[1])
+                x = torch.stack([x[i, :, top:top + size_h, left:left + size_w] for i, (top, left) in enumerate(corners)])
         return x.contiguous(), self._targets(targets)
 
     def _targets(self, targets):
@@ -140,6 +148,41 @@ class DeviceBatches(object):
         boxes = torch.from_numpy(np.concatenate([b for b, _ in targets])).to(self.device).split(counts)
         labels = torch.from_numpy(np.concatenate([l + self.label_offset for _, l in targets])).to(self.device)
         return list(zip(boxes, labels.split(counts)))
+
+
+def cropped(x, targets, rng, size, min_inside=0.5):
+    """(x, targets) of a random ``size`` x ``size`` window of each image (``x`` NCHW), the boxes moved with it and
+    clipped to it; a box with less than ``min_inside`` of its area inside is dropped (as the shape-boxes sample
+    drops an object with less than half of it visible). Why: a window costs ``(size / side) ** 2`` of the whole
+    image, and the detector is convolutional, so it learns the same objects from fewer pixels."""
+    height, width = x.shape[-2:]
+    corners, kept = windows_of(targets, rng, size, height, width, min_inside)
+    if corners is None:
+        return x, targets
+    size_h, size_w = min(size, height), min(size, width)
+    windows = np.empty(x.shape[:2] + (size_h, size_w), x.dtype)
+    for index, (top, left) in enumerate(corners):
+        windows[index] = x[index, :, top:top + size_h, left:left + size_w]
+    return windows, kept
+
+
+def windows_of(targets, rng, size, height, width, min_inside=0.5):
+    """([(top, left)] per image, the targets moved into those windows) for ``cropped`` and the device path of
+    ``DeviceBatches`` alike (the same draws from ``rng``, in the same order); (None, targets) when the window is
+    the whole image."""
+    if size >= height and size >= width:
+        return None, targets
+    size_h, size_w = min(size, height), min(size, width)
+    corners, kept = [], []
+    for boxes, labels in targets:
+        top, left = rng.randint(0, height - size_h + 1), rng.randint(0, width - size_w + 1)
+        corners.append((top, left))
+        moved = boxes - np.asarray([left, top, left, top], boxes.dtype)
+        clipped = np.clip(moved, 0, [size_w, size_h, size_w, size_h]).astype(boxes.dtype)
+        area = (clipped[:, 2] - clipped[:, 0]) * (clipped[:, 3] - clipped[:, 1])
+        inside = (area > 0) & (area >= min_inside * (moved[:, 2] - moved[:, 0]) * (moved[:, 3] - moved[:, 1]))
+        kept.append((clipped[inside], labels[inside]))
+    return corners, kept
 
 
 def _check(images, records, model, flips):
@@ -162,7 +205,7 @@ def _check(images, records, model, flips):
 
 
 def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout=None, mode="fp32", device="cpu",
-                  seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0,
+                  seed=0, flips=("horizontal",), warmup=0.05, weight_decay=1e-4, clip_grad=10.0, crop=None,
                   label="training detector", timed_after=0):
     """Train ``model`` (a ``models.detection`` ``Detector``: RetinaNet's losses for sigmoid scores, SSD's for
     softmax ones, whose class 0 is the background and the records' class k is column k + 1) for ``steps``
@@ -170,7 +213,8 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     (module doc), with ``flips`` ('horizontal', 'vertical': the latter only for data that has no up, like
     drawn shapes). ``mode``: ``training.modes``' fp32, tf32, amp or bf16 (autocast; the loss in FP32).
     Learning rate: ``loop.lr_at`` (warm-up over ``warmup`` of the run from lr/25, then cosine decay);
-    gradients clipped at norm ``clip_grad``.
+    gradients clipped at norm ``clip_grad``. ``crop``: train on a random ``crop`` x ``crop`` window of each
+    image (``cropped``), after the flips; None trains on whole images.
     ``heldout``: (images, records) scored at the end. ``timed_after``: steps left out of the time and of the
     peak memory, as a warm-up (cuDNN's algorithm search, the allocator's first blocks): ``seconds`` and
     images/s count the steps after them, and the peak is reset once they are done (0: the whole run).
@@ -197,7 +241,7 @@ def fit_detection(model, images, records, steps, batch_size=32, lr=2e-3, heldout
     loss_fn = ssd_loss if softmax else retinanet_loss
     model.train()
     on_gpu = str(device).startswith("cuda")
-    batches = DeviceBatches(images, records, contract, device, flips, label_offset=int(softmax))
+    batches = DeviceBatches(images, records, contract, device, flips, label_offset=int(softmax), crop=crop)
     timed_after = max(0, min(int(timed_after), steps - 1))
     start, history, order = time.time(), [], np.array([], dtype=np.int64)
     if on_gpu:  # the peak of this run alone (the mode comparison reads it), again after the warm-up steps
