@@ -41,3 +41,22 @@ def test_data_without_boxes_is_refused_in_one_line(tmp_path):
         train_detector(data="sample", out=str(tmp_path / "x"), steps=1, limit=8)
     with pytest.raises(InputError, match="unknown detection model"):
         train_detector(model_name="resnet18", out=str(tmp_path / "y"), steps=1)
+
+
+def test_the_training_split_is_kept_as_the_pixels_it_was_made_of():
+    """``as_pixels``: the loaded floats become uint8 RGB pixels that ``normalized_batch`` turns back into the same
+    floats (RGB and BGR models alike), so a GPU keeps them on the device; floats that are no pixels stay."""
+    import numpy as np
+
+    from trtkit.data import select
+    from trtkit.models.sample import sample_detection_contract
+    from trtkit.training.detection import normalized_batch
+    from trtkit.training.detection_run import as_pixels
+    for contract in (sample_detection_contract(),
+                     sample_detection_contract().with_overrides({"channel_order": "bgr", "pixel_scale": 255.0})):
+        floats = select("shape-boxes", contract, split="train", limit=6).load().images
+        pixels = as_pixels(floats, contract)
+        assert pixels.dtype == np.uint8 and pixels.shape == (6, contract.height, contract.width, 3)
+        np.testing.assert_allclose(normalized_batch(pixels, contract), floats, atol=1e-5)
+    noise = np.random.RandomState(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    assert as_pixels(noise, sample_detection_contract()) is noise

@@ -7,8 +7,9 @@ flips, top-1 accuracy, resumable SGD); a detector's boxes follow its augmentatio
 (``training.detection.fit_detection``, the recipe the sample detector is trained with). Each mode starts from
 the same seeded weights and the same batches, so the rows differ by the mode alone.
 
-The training split is loaded into memory (``--limit N`` bounds it): at the model's input size, as float32
-(4 bytes x 3 x H x W per image), with the boxes moved into the input's pixels.
+The training split is loaded into memory (``--limit N`` bounds it): at the model's input size, as the uint8
+pixels it was made from (3 bytes x H x W per image; ``as_pixels``) where the data's floats are exactly pixels,
+else float32, with the boxes moved into the input's pixels.
 """
 
 import json
@@ -33,6 +34,18 @@ def input_records(records, contract):
         moved.append(BoxRecord(record.image, record.image_id, (contract.width, contract.height), boxes[keep],
                                record.labels[keep], record.iscrowd[keep], record.difficult[keep]))
     return moved
+
+
+def as_pixels(images, contract):
+    """``images`` (normalized float32 NCHW, as data sources load them) as the uint8 RGB NHWC pixels they were made
+    from when every value is one (``training.inputs.encode`` checks), else unchanged. Why: ``fit_detection`` keeps
+    uint8 images on a GPU and makes each batch there (a quarter of float32's bytes, no host work per step); float
+    images stay on the host and are batched there."""
+    from trtkit.training.inputs import encode
+    store, layout, _, _ = encode(images, contract)
+    if layout != "nhwc" or store.shape[-1] != 3:
+        return images
+    return store[..., ::-1].copy() if contract.channel_order == "bgr" else store  # encode keeps the model's order
 
 
 def _split(data, contract, split, limit):
@@ -73,6 +86,7 @@ def train_detector(model_name=None, data=None, out="runs/train-detection", modes
     data = data or DEFAULT_DATA
     probe = _model(name, None, input_size)  # the contract the data is read with
     train_images, train_records, classes = _split(data, probe.input_contract, "train", limit)
+    train_images = as_pixels(train_images, probe.input_contract)
     heldout = _split(data, probe.input_contract, "heldout", limit)[:2]
     rows = []
     for mode in modes:
