@@ -5,6 +5,9 @@
 # Environment: TESTS=0 leaves the tests out; TRAIN_SECONDS (0: no training benchmark) and TRAIN_ARGS,
 # CHECK_ARGS narrow a session; a budget of 0 leaves gpu_check out. A sample checkpoint carried in
 # $TRTKIT_CACHE/sample/ spares the GPU its training.
+# Open on a GPU (2026-11-27): the host placement's two ways side by side,
+#   TESTS=0 TRAIN_SECONDS=150 TRAIN_ARGS="--modes amp,half --host-rows amp,half --host-worker both --steps 12
+#   --anchor-optimizer fused" sh benchmarks/gpu_run.sh OUT 0
 # Each part has its own time limit, so a slow first part cannot take the second's time; what a part
 # wrote stays when it is stopped. Copy OUT's files into benchmarks/results/<gpu>/ and commit them.
 OUT=${1:?usage: sh benchmarks/gpu_run.sh OUT [BUDGET]}
