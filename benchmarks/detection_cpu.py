@@ -3,7 +3,7 @@
 and OpenVINO NNCF's INT8, in one interleaved run at batch 1 and 8.
 
 Model: the trained sample detector (``retinanet_sample``, 128x128, shape-boxes data; cached, trained on first
-use). Rows, all timed with the same threads (default 2):
+use), or ``--checkpoint``: a detector trained on shape-boxes (``trtkit train --task detection``). Rows, all timed with the same threads (default 2):
 
 - PyTorch eager FP32: the model's ``decoded`` forward (``models.detection.export.deployable``);
 - ONNX Runtime FP32 and OpenVINO FP32: the build's FP32 ONNX (network up to ``decoded``);
@@ -67,6 +67,9 @@ def parse_args(argv):
                         help="calibration images for trtkit's build and for NNCF (default: 300, NNCF's default)")
     parser.add_argument("--tune-images", type=int, default=128, help="trtkit's tune split (default: 128)")
     parser.add_argument("--max-drop", type=float, default=1.0, help="trtkit auto's mAP budget in points (1.0)")
+    parser.add_argument("--checkpoint", metavar="PT", help="a detector trained on shape-boxes (e.g. `trtkit train "
+                        "--task detection --model retinanet_resnet18_fpn --data shape-boxes --input-size 128`) "
+                        "instead of the sample")
     parser.add_argument("--build", metavar="DIR", help="reuse this --precision auto build instead of building")
     parser.add_argument("--build-note", default=None, metavar="TEXT",
                         help="with --build: how that build was made (recorded in the results)")
@@ -238,7 +241,8 @@ def time_rounds(runners, batches, rounds, seconds, warmup=0.3):
 
 # ---------------------------------------------------------------- the run
 def auto_build(args, work):
-    """(manifest, folder, build seconds) of trtkit's ``--precision auto`` build of the sample detector."""
+    """(manifest, folder, build seconds) of trtkit's ``--precision auto`` build of the sample detector (or of
+    ``--checkpoint``, verified on shape-boxes)."""
     import trtkit
     from trtkit.pipeline.manifest import open_build
     if args.build:
@@ -246,9 +250,10 @@ def auto_build(args, work):
         return build.manifest, build.folder, None
     out = os.path.join(work, "build-auto")
     start = time.time()
+    model = {"checkpoint": args.checkpoint, "data": DATA} if args.checkpoint else {}  # else the sample and its data
     result = trtkit.build(task="detection", precision="auto", backend="auto", out=out, verify_images=args.images,
                           calib_images=args.calib_images, tune_images=args.tune_images, max_drop=args.max_drop,
-                          batch_size=8, throughput_batch=8)
+                          batch_size=8, throughput_batch=8, **model)
     return result.manifest, result.dir, round(time.time() - start, 1)
 
 
@@ -320,7 +325,8 @@ def measure(args, work):
                                "nms": "graph" if key.endswith("_graph_nms") else "host"}, **scores[key]))
     for r in runners.values():
         r.deactivate()
-    return {"model": "{} (trained sample, {}x{})".format(model.get("name"), contract.height, contract.width),
+    return {"model": "{} ({}, {}x{})".format(model.get("name"), "trained on shape-boxes by trtkit train"
+                                             if args.checkpoint else "trained sample", contract.height, contract.width),
             "input": list(contract.shape), "chosen": chosen_name, "chosen_backend": chosen["backend"],
             "chosen_verification": dict((k, (chosen.get("verify") or {}).get(k)) for k in (
                 "map", "map50", "reference_map", "f1_agreement")),

@@ -60,3 +60,30 @@ def test_the_training_split_is_kept_as_the_pixels_it_was_made_of():
         np.testing.assert_allclose(normalized_batch(pixels, contract), floats, atol=1e-5)
     noise = np.random.RandomState(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
     assert as_pixels(noise, sample_detection_contract()) is noise
+
+
+def test_retinanet_trains_its_batchnorms_from_scratch_and_its_checkpoint_loads_for_export(tmp_path):
+    """``trtkit train`` starts RetinaNet from random weights, so its BatchNorms train (torchvision's choice
+    without ImageNet weights; frozen identity norms let the loss blow up); its checkpoint still loads strictly
+    into the frozen layout trtkit exports, and gives the same detections there."""
+    import torch
+
+    from trtkit.models.classifiers import read_checkpoint, save_checkpoint
+    from trtkit.models.detection import infer_detection_layout, load_detection_model
+    from trtkit.models.detection.fpn import FrozenBatchNorm2d
+    from trtkit.training.detection_run import _model
+    torch.manual_seed(0)
+    model = _model("retinanet_resnet18_fpn", ["a", "b"], 64)
+    norms = [m for m in model.modules() if isinstance(m, (torch.nn.BatchNorm2d, FrozenBatchNorm2d))]
+    assert norms and all(isinstance(m, torch.nn.BatchNorm2d) for m in norms)
+    model.train()
+    model.head_outputs(torch.randn(2, 3, 64, 64))  # running statistics move off the identity
+    model.eval()
+    path = save_checkpoint(model, str(tmp_path / "r18.pt")) or str(tmp_path / "r18.pt")
+    state, meta = read_checkpoint(path)
+    loaded = load_detection_model(None, path, state, meta, infer_detection_layout(state)).eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        expected, got = model.decoded(x), loaded.decoded(x)
+    for a, b in zip(expected, got):
+        assert torch.allclose(a, b, atol=1e-5)
