@@ -160,10 +160,12 @@ class BatchSource(object):
                                     flips[start:start + batch_size]), self.labels[index]
             return
         main = torch.cuda.current_stream(self.device)  # the loop's stream: the batches are used there
-        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        device_index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+
         def make(number):
             return self._copy_ahead(order, starts[number], batch_size, number, main, HOST_WORKER)
-        steps = prefetched(make, len(starts), HOST_AHEAD, index) if HOST_WORKER else made_ahead(make, len(starts), 1)
+        steps = prefetched(make, len(starts), HOST_AHEAD, device_index) if HOST_WORKER else \
+            made_ahead(make, len(starts), 1)
         try:
             for start, (ready, (images, labels)) in zip(starts, steps):
                 main.wait_event(ready)
@@ -200,8 +202,8 @@ class BatchSource(object):
 
     def _copy_ahead(self, order, start, batch_size, number, main, in_worker=False):
         """Gather the images of one step into pinned buffer ``number % buffers`` and copy it on a side stream
-        (in ``prefetched``'s worker thread); returns (copy-done event, (device images, device labels)), the
-        device tensors marked as used on ``main``, the loop's stream."""
+        (in the loop's thread, or ``in_worker``: ``prefetched``'s, gathering with numpy); returns (copy-done
+        event, (device images, device labels)), the device tensors marked as used on ``main``, the loop's stream."""
         torch = self.torch
         if self._staging is None:
             shape = (batch_size,) + tuple(self.store.shape[1:])
