@@ -183,3 +183,30 @@ def test_old_contract_records_read_as_nchw_float():
     contract = InputContract.from_dict(old)
     assert contract.layout == "nchw" and contract.input_dtype == "float32"
     assert json.loads(json.dumps(contract.to_dict()))["layout"] == "nchw"
+
+
+def test_preprocessed_floats_in_the_models_own_nhwc_are_taken_as_given(images, tmp_path):
+    """A Keras model's user holds its inputs as the model takes them, [N, H, W, C] floats: trtkit's NCHW rewrite
+    of the graph must not leak into that data contract (predict, the app and --data .npy take both layouts)."""
+    import trtkit
+    from trtkit.contract import InputContract
+    model = keras_style_graph(str(tmp_path / "keras.onnx"), dtype="float32")
+    out = str(tmp_path / "out")
+    result = trtkit.build(onnx=model, precision="fp32", backend="onnxruntime", out=out, verify_images=16,
+                          bench_seconds=0, pixel_scale=255, mean=0, std=1)
+    contract = InputContract.from_dict(result.manifest["model"]["input"])
+    nhwc = contract_pixels(images, contract).astype(np.float32)  # as its users feed the original graph
+    expected = original_outputs(model, nhwc)
+    with trtkit.load(result.dir, precision="fp32") as loaded:
+        np.testing.assert_allclose(loaded.logits(nhwc), expected, atol=1e-5)  # a batch in its own layout
+        np.testing.assert_allclose(loaded.logits(list(nhwc[:2])), expected[:2], atol=1e-5)  # single images
+        np.testing.assert_allclose(loaded.logits(nhwc.transpose(0, 3, 1, 2)), expected, atol=1e-5)  # trtkit's NCHW
+        with pytest.raises(Exception) as refused:
+            loaded.logits(nhwc[:, :, :SIZE - 1])
+        assert "or {}x{}x3 (H x W x C) as the model's own input".format(SIZE, SIZE) in str(refused.value)
+    data = str(tmp_path / "own.npy")
+    np.save(data, np.concatenate([nhwc] * 2))
+    again = trtkit.build(onnx=model, precision="fp32", backend="onnxruntime", out=str(tmp_path / "again"),
+                         data=data, verify_images="all", bench_seconds=0, pixel_scale=255, mean=0, std=1)
+    assert again.artifact("fp32")["status"] == "ok"
+    assert again.artifact("fp32")["verify"]["images"] == 2 * len(images)

@@ -190,6 +190,20 @@ class InputContract(object):
 UINT8_PIXELS = {"pixel_scale": 255.0, "mean": (0.0,), "std": (1.0,)}
 
 
+def float_to_chw(array, contract):
+    """Preprocessed float images ``array`` (one image, or a batch with N first) in trtkit's C x H x W, taking them
+    in the model's *own* layout too: a Keras/TFLite model's user holds NHWC floats (``contract.layout``), and
+    trtkit's internal NCHW rewrite of its graph must not leak into that user's data contract (measured before:
+    a Keras classifier with input [N, 28, 28, 1] refused its own preprocessed 28x28x1 floats with "the model
+    expects 1x28x28"). An array already C x H x W is returned as it is; any other shape too (the callers' shape
+    checks say what is wrong with it)."""
+    own = (contract.height, contract.width, contract.channels)
+    if contract.layout != "nhwc" or contract.shape == own or tuple(array.shape[-3:]) != own:
+        return array
+    axes = list(range(array.ndim - 3)) + [array.ndim - 1, array.ndim - 3, array.ndim - 2]
+    return array.transpose(axes)
+
+
 def check_float_input(array, contract, what):
     """InputError unless float model inputs ``array`` can feed ``contract``'s model: for a model with a uint8
     input (``input_dtype``), they must be whole 0-255 pixel values, not normalized floats."""

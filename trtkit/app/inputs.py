@@ -79,16 +79,25 @@ def _array(array):
             array.dtype), hint=_KINDS_HINT)
 
 
+def _own_layout(contract):
+    """', or H x W x C as the model's own NHWC input' when the model's own layout differs from trtkit's."""
+    if contract.layout != "nhwc":
+        return ""
+    return ", or {} (H x W x C) as the model's own input".format(
+        _dims((contract.height, contract.width, contract.channels)))
+
+
 def prepare(entry, contract):
     """One (label, kind, value) -> (float32 (C, H, W) for ``contract``, the image's own size (w, h)); the size
     is None for an input given preprocessed."""
     label, kind, value = entry
     if kind == "float":
+        from trtkit.contract import check_float_input, float_to_chw
+        value = float_to_chw(value, contract)
         if tuple(value.shape) != contract.shape:
-            raise InputError("a preprocessed image must be {} (C x H x W), got {}".format(
-                _dims(contract.shape), _dims(value.shape)),
+            raise InputError("a preprocessed image must be {} (C x H x W{}), got {}".format(
+                _dims(contract.shape), _own_layout(contract), _dims(value.shape)),
                 hint="pass uint8 pixels or files to let trtkit preprocess them with the build's contract")
-        from trtkit.contract import check_float_input
         value = np.asarray(value, dtype=np.float32)
         check_float_input(value, contract, "a preprocessed image")
         return value, None

@@ -123,6 +123,8 @@ class LoadedModel(object):
                 return run_batches(self.runner, batch, self.batch_size)
         if isinstance(inputs, np.ndarray) and inputs.ndim == 4 and inputs.dtype.kind == "f":
             from trtkit.app.inputs import prepare
+            from trtkit.contract import float_to_chw
+            inputs = float_to_chw(inputs, self.contract)  # a batch in the model's own NHWC is taken as given
             if inputs.shape[0]:
                 prepare(("<array>", "float", inputs[0]), self.contract)  # the shape check, with its message
             batch = inputs if inputs.dtype == np.float32 else inputs.astype(np.float32)

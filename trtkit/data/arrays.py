@@ -3,7 +3,8 @@
 uint8 arrays are pixels (N, H, W, C), (N, C, H, W) with C = 1 or 3 (RGB), or
 (N, H, W) grayscale, and go through ``preprocess`` like image files. Float
 arrays are taken as already preprocessed and must be (N, C, H, W) of the
-contract's (C, H, W) exactly (or (N, H, W) for a 1-channel model).
+contract's (C, H, W) exactly (or (N, H, W) for a 1-channel model), or (N, H, W, C)
+for a model whose own input is NHWC (``contract.float_to_chw``).
 
 A ``.npy`` file is memory-mapped (``np.load(mmap_mode="r")``) and a ``.npz``
 member is read from its zip stream in row order, so a large array file is never
@@ -56,10 +57,14 @@ class RowReader(object):
         """InputError unless the rows can become ``contract``'s input (float rows must match it exactly)."""
         if self.layout != "float":
             return
+        from trtkit.contract import float_to_chw
         shape = self.shape[1:] if len(self.shape) == 4 else (1,) + self.shape[1:]
+        shape = float_to_chw(np.zeros(shape, dtype=np.uint8), contract).shape  # the model's own NHWC as given
         if shape != contract.shape:
-            raise InputError("{} holds preprocessed (float) images of shape {}; the model expects {}".format(
-                self.label, "x".join(str(s) for s in shape), "x".join(str(s) for s in contract.shape)),
+            own = "" if contract.layout != "nhwc" else " (C x H x W), or {}x{}x{} (H x W x C) as its own input".format(
+                contract.height, contract.width, contract.channels)
+            raise InputError("{} holds preprocessed (float) images of shape {}; the model expects {}{}".format(
+                self.label, "x".join(str(s) for s in shape), "x".join(str(s) for s in contract.shape), own),
                 hint="save raw uint8 pixels to let trtkit preprocess them, or preprocess at the model's size")
 
     def read(self, items, contract, workers=None):
@@ -69,8 +74,10 @@ class RowReader(object):
 
     def prepare(self, row, contract):
         if self.layout == "float":
-            from trtkit.contract import check_float_input
-            row = row.reshape(contract.shape).astype(np.float32)
+            from trtkit.contract import check_float_input, float_to_chw
+            if row.ndim == 2:  # (H, W): a one-channel image without its channel axis
+                row = row[None]
+            row = np.ascontiguousarray(float_to_chw(row, contract)).astype(np.float32)
             check_float_input(row, contract, self.label)
             return row
         if self.layout == "nchw":
