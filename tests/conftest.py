@@ -92,10 +92,39 @@ def rtx_engine_bytes(trt, path, batch_shape):
     return len(bytes(engine))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--extended", action="store_true", default=False,
+                     help="run the extended tier too (tests marked 'extended': a capability's second and third "
+                          "models or backends, and the benchmark scripts' runs); CI's landing run leaves them out")
+
+
+def _extended(config):
+    return config.getoption("--extended") or os.environ.get("TRTKIT_EXTENDED_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave the ``extended`` tier out unless ``--extended`` (or TRTKIT_EXTENDED_TESTS=1) asks for it.
+
+    Why a tier: the landing run (README's test command, .ci/run) must stay under 20 minutes on a loaded two-core
+    machine that trains every sample from scratch; the landing tier keeps one end-to-end test of every capability
+    and every bad-input test, the extended tier repeats a capability on more models, sizes and backends. Every
+    stop runs both (DEVELOPING.md)."""
+    if _extended(config):
+        return
+    kept, left = [], []
+    for item in items:
+        (left if item.get_closest_marker("extended") else kept).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
 def pytest_report_header(config):
-    """Which x86 INT8 kind this machine is: the INT8 tests' figures depend on it (trtkit.cpuinfo)."""
+    """Which x86 INT8 kind this machine is: the INT8 tests' figures depend on it (trtkit.cpuinfo), and which tier
+    runs."""
     from trtkit.cpuinfo import this_cpu
-    return "trtkit CPU INT8 target: {}".format(this_cpu().describe())
+    tier = "landing + extended" if _extended(config) else "landing (python -m pytest --extended adds the extended tier)"
+    return ["trtkit CPU INT8 target: {}".format(this_cpu().describe()), "trtkit test tier: " + tier]
 
 
 def real_model(name):
