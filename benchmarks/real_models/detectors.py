@@ -176,6 +176,7 @@ _add(Detector(
                     "letterbox": "top-left, pad 114"},
     score_threshold=0.1, nms_iou=0.45, max_detections=3549, class_agnostic=True, nms_kind="hard",
     generator="captchas", generator_options={"size": (160, 320), "chars": (3, 6)},
+    test_recall=0.5,  # 65 % of 914 generated characters on 200 images (its users' captchas are CJK)
     preprocess_notes="__init__.py DdddOcr.preproc: cv2.imdecode (BGR), r = min(416/h, 416/w), cv2.resize "
                      "bilinear to (int(w*r), int(h*r)) pasted at the TOP-LEFT of a 416x416 canvas of 114, raw "
                      "0-255 floats, CHW (trtkit's pad mode pads right/bottom too, but with zeros).",
