@@ -97,7 +97,9 @@ def trtkit_build_and_detect(name, onnx_file, images, paths, precision, out):
     """Build ``name`` with trtkit at ``precision`` (ONNX Runtime) and return (detections per path as
     (boxes, scores, classes), ms/image). The one function that knows trtkit's detection keywords (branch
     ``decoders``: ``decoder``, ``decoder_param``, ``score_threshold``, ``nms_iou``, ``max_detections``,
-    ``class_agnostic``; ``trtkit.load(...).predict(files)``)."""
+    ``class_agnostic``; ``trtkit.load(...).predict(files)``). ``$TRTKIT_CHECKOUT``: a trtkit checkout to use."""
+    if os.environ.get("TRTKIT_CHECKOUT") and "trtkit" not in sys.modules:
+        sys.path.insert(0, os.environ["TRTKIT_CHECKOUT"])
     import trtkit
     model = DETECTORS[name]
     contract = model.contract.kwargs()
