@@ -109,8 +109,11 @@ def _add(model):
 
 
 def find(name):
-    """The catalogue record called ``name``, classifier or segmenter (KeyError when neither)."""
-    return MODELS[name] if name in MODELS else SEGMENTERS[name]
+    """The catalogue record called ``name``: classifier, segmenter or detector (KeyError when none)."""
+    if name in MODELS or name in SEGMENTERS:
+        return MODELS[name] if name in MODELS else SEGMENTERS[name]
+    from .detectors import DETECTORS  # imports this module: looked up late
+    return DETECTORS[name]
 
 
 _add(RealModel(

