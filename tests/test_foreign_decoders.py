@@ -1,0 +1,206 @@
+"""Foreign detectors' raw heads decoded in the graph (``detect.decoders``, ``pipeline.foreign_detector``).
+
+Tiny torch graphs end in each family's raw layout (random weights, biased so that scores spread); the
+appended ONNX tail must give what the family's numpy reference gives, from the same raw outputs, and the
+parameters must be read from the graph. A trained model closes the loop: trtkit's detection sample exported
+without its decoding (raw regressions and logits, anchors in a file) and built with ``--decoder priors`` finds
+what the sample finds.
+"""
+
+import numpy as np
+import pytest
+
+from trtkit.errors import InputError
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+nn = torch.nn
+
+SIZE = 64
+
+
+class Raw(nn.Module):
+    """A few convolutions, then ``heads(features)`` -> the raw outputs."""
+
+    def __init__(self, heads):
+        super(Raw, self).__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 2, 1), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 3, 2, 1), nn.ReLU())  # stride 8
+        self.down = nn.Sequential(nn.Conv2d(8, 8, 3, 2, 1), nn.ReLU())
+        self.heads = heads(self)
+
+    def levels(self, x):
+        f8 = self.stem(x)
+        f16 = self.down(f8)
+        return [f8, f16, self.down(f16)]
+
+
+def _conv(cout, bias=0.0):
+    conv = nn.Conv2d(8, cout, 1)
+    nn.init.normal_(conv.weight, std=0.5)
+    nn.init.normal_(conv.bias, mean=bias, std=1.0)
+    return conv
+
+
+def _rows(map_):  # [N, K, H, W] -> [N, H*W, K]
+    return map_.flatten(2).transpose(1, 2)
+
+
+class YoloV8(nn.Module):
+    def __init__(self, classes=3):
+        super(YoloV8, self).__init__()
+        self.raw = Raw(lambda m: None)
+        self.box, self.cls = _conv(4), _conv(classes)
+
+    def forward(self, x):
+        f = self.raw.levels(x)[0]
+        box = torch.sigmoid(self.box(f)).flatten(2) * SIZE  # cx cy w h in pixels
+        return torch.cat([box, torch.sigmoid(self.cls(f)).flatten(2)], 1)  # [N, 4 + C, A]
+
+
+class YoloV5(YoloV8):
+    def __init__(self, classes=3):
+        super(YoloV5, self).__init__(classes + 1)
+
+    def forward(self, x):
+        return YoloV8.forward(self, x).transpose(1, 2)  # [N, A, 5 + C]
+
+
+class DflLevels(nn.Module):
+    def __init__(self, classes=3, reg_max=7, concatenated=False):
+        super(DflLevels, self).__init__()
+        self.raw = Raw(lambda m: None)
+        self.cls = nn.ModuleList([_conv(classes, -1.0) for _ in range(3)])
+        self.reg = nn.ModuleList([_conv(4 * (reg_max + 1)) for _ in range(3)])
+        self.concatenated = concatenated
+
+    def forward(self, x):
+        levels = self.raw.levels(x)
+        scores = [torch.sigmoid(_rows(c(f))) for c, f in zip(self.cls, levels)]
+        boxes = [_rows(r(f)) for r, f in zip(self.reg, levels)]
+        if self.concatenated:  # scores [N, C, A] (transposed), boxes [N, A, 4 (R + 1)]
+            return torch.cat(scores, 1).transpose(1, 2), torch.cat(boxes, 1)
+        return tuple(scores) + tuple(boxes)
+
+
+class PriorsHead(nn.Module):
+    """Regressors [N, A, 4 + 2K] and scores [N, A, C] at strides 8, 16, 16 with 2 anchors per layer."""
+
+    def __init__(self, columns=4, classes=2):
+        super(PriorsHead, self).__init__()
+        self.raw = Raw(lambda m: None)
+        self.reg = nn.ModuleList([_conv(2 * columns), _conv(4 * columns)])
+        self.cls = nn.ModuleList([_conv(2 * classes), _conv(4 * classes)])
+        self.columns, self.classes = columns, classes
+
+    def forward(self, x):
+        levels = self.raw.levels(x)[:2]
+        reg = torch.cat([_rows(r(f)).reshape(x.shape[0], -1, self.columns) for r, f in zip(self.reg, levels)], 1)
+        cls = torch.cat([_rows(c(f)).reshape(x.shape[0], -1, self.classes) for c, f in zip(self.cls, levels)], 1)
+        return reg, cls
+
+
+def _export(module, path, names):
+    module.eval()
+    torch.onnx.export(module, torch.zeros(1, 3, SIZE, SIZE), str(path), input_names=["image"], output_names=names,
+                      opset_version=17, dynamo=False,
+                      dynamic_axes=dict((name, {0: "N"}) for name in ["image"] + list(names)))
+    return str(path)
+
+
+def _decode(path, decoder, params=None):
+    """(tail's decoded, reference decode, filled params, adapted model) on random images."""
+    from trtkit.pipeline.foreign_detector import decode_graph
+    images = np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)
+    raw_session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    arrays = dict(zip([o.name for o in raw_session.get_outputs()], raw_session.run(None, {"image": images})))
+    model, family, filled, size = decode_graph(onnx.load(path), decoder, params)
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["decoded"]
+    decoded = session.run(None, {"image": images})[0]
+    return decoded, family.reference(arrays, filled, size), filled, model
+
+
+def _check(decoded, reference, classes):
+    assert decoded.shape == reference.shape and decoded.shape[-1] == 4 + classes
+    assert np.abs(decoded[..., :4] - reference[..., :4]).max() < 1e-4 * SIZE
+    assert np.abs(decoded[..., 4:] - reference[..., 4:]).max() < 1e-5
+    assert decoded[..., 4:].std() > 0.05  # scores spread: a real comparison
+    assert decoded[..., :4].min() >= 0 and decoded[..., :4].max() <= SIZE
+    return float(np.abs(decoded - reference).max())
+
+
+def test_yolo_v8_and_v5_layouts_are_told_by_shape(tmp_path):
+    decoded, reference, params, _ = _decode(_export(YoloV8(), tmp_path / "v8.onnx", ["output0"]), "yolo")
+    assert params["transposed"] and not params["objectness"] and params["num_classes"] == 3
+    assert params["anchors"] == 64
+    _check(decoded, reference, 3)
+    decoded, reference, params, _ = _decode(_export(YoloV5(), tmp_path / "v5.onnx", ["output"]), "yolo")
+    assert not params["transposed"] and params["objectness"] and params["num_classes"] == 3
+    _check(decoded, reference, 3)
+
+
+def test_dfl_reads_levels_strides_reg_max_and_activation_from_the_graph(tmp_path):
+    names = ["cls8", "cls16", "cls32", "reg8", "reg16", "reg32"]
+    path = _export(DflLevels(), tmp_path / "pico.onnx", names)
+    decoded, reference, params, model = _decode(path, "dfl")
+    assert params["reg_max"] == 7 and params["num_classes"] == 3 and params["activation"] == "none"
+    assert [level["strides"] for level in params["levels"]] == [[8], [16], [32]]
+    assert [level["boxes"] for level in params["levels"]] == ["reg8", "reg16", "reg32"]
+    _check(decoded, reference, 3)
+    assert not {"Conv", "MatMul", "Gemm"} & set(n.op_type for n in model.graph.node if n.name.startswith("decode/"))
+    # the tail stays float in every variant: no tensor of it reaches a layer with weights
+    from types import SimpleNamespace
+    from trtkit.precision.qdq_place import float_tail
+    tail = float_tail(SimpleNamespace(graph=model.graph))
+    assert all(out in tail for n in model.graph.node if n.name.startswith("decode/") for out in n.output)
+
+
+def test_dfl_concatenated_and_transposed_outputs(tmp_path):
+    path = _export(DflLevels(reg_max=15, concatenated=True), tmp_path / "v8raw.onnx", ["scores", "boxes"])
+    decoded, reference, params, _ = _decode(path, "dfl", {"activation": "sigmoid"})
+    assert params["reg_max"] == 15 and params["levels"][0]["strides"] == [8, 16, 32]
+    assert params["levels"][0]["score_layout"] == "columns" and params["levels"][0]["box_layout"] == "rows"
+    _check(decoded, reference, 3)
+
+
+def test_priors_generated_anchors_variances_and_scale_coding(tmp_path):
+    path = _export(PriorsHead(), tmp_path / "ssd.onnx", ["regressors", "classificators"])
+    decoded, reference, params, _ = _decode(path, "priors", {"strides": "8,16,16", "activation": "softmax"})
+    assert params["boxes"] == "regressors" and params["background"] == 0 and params["coding"] == "variances"
+    _check(decoded, reference, 2)
+    blaze = _export(PriorsHead(columns=16, classes=1), tmp_path / "blaze.onnx", ["regressors", "classificators"])
+    decoded, reference, params, _ = _decode(blaze, "priors", ["strides=8,16,16", "scale=64"])
+    assert params["coding"] == "scale" and params["activation"] == "sigmoid" and params["num_classes"] == 1
+    _check(decoded, reference, 1)
+
+
+def test_wrong_params_and_ambiguous_outputs_are_refused_in_one_line(tmp_path):
+    path = _export(PriorsHead(), tmp_path / "ssd.onnx", ["regressors", "classificators"])
+    with pytest.raises(InputError, match=r"anchor count 224 != rows 192 of 'regressors'"):
+        _decode(path, "priors", {"strides": "8,16,16,16"})
+    with pytest.raises(InputError, match="priors needs anchors"):
+        _decode(path, "priors")
+    with pytest.raises(InputError, match="decoder priors has no parameter stride"):
+        _decode(path, "priors", {"stride": "8"})
+    two = _export(PriorsHead(classes=4), tmp_path / "two.onnx", ["a", "b"])
+    with pytest.raises(InputError, match="two candidate box outputs 'a' and 'b': pass --decoder-param boxes=NAME"):
+        _decode(two, "priors", {"strides": "8,16,16"})
+    dfl = _export(DflLevels(concatenated=True), tmp_path / "dfl.onnx", ["scores", "boxes"])
+    with pytest.raises(InputError, match=r"anchor count 80 of strides 8,16 at 64x64 != rows 84 of 'boxes'"):
+        _decode(dfl, "dfl", {"strides": "8,16"})
+    with pytest.raises(InputError, match="unknown decoder 'ssd'"):
+        _decode(dfl, "ssd")
+
+
+def test_a_foreign_detector_without_decoder_is_told_which_to_pass(tmp_path):
+    import trtkit
+    path = _export(YoloV8(), tmp_path / "v8.onnx", ["output0"])
+    with pytest.raises(InputError, match="has no trtkit detection head") as caught:
+        trtkit.build(onnx=path, task="detection", out=str(tmp_path / "out"))
+    assert "--decoder dfl|priors|yolo" in caught.value.hint
+    with pytest.raises(InputError, match="--decoder decodes an --onnx"):
+        trtkit.build(decoder="yolo", out=str(tmp_path / "out"))

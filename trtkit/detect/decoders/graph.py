@@ -1,0 +1,46 @@
+"""A foreign detector's graph with a decoder appended: its raw outputs replaced by ``decoded``.
+
+Why the outputs are read here and not by the families: what a family needs of the graph is each output's
+name, shape and the activation that makes it (a Sigmoid means the scores are probabilities already), and
+that reading is the same for all of them.
+"""
+
+from trtkit.detect.decoders.base import OutputInfo, Tail
+from trtkit.detect.raw import OUTPUT_NAME
+
+# ops an activation is read through (a Sigmoid, then reshapes and concatenations of the levels)
+_THROUGH = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast", "Concat")
+
+
+def _activation(name, producers):
+    """The op that makes ``name`` once reshapes (and Concats whose inputs agree) are looked through."""
+    node = producers.get(name)
+    for _ in range(16):
+        if node is None:
+            return None
+        if node.op_type == "Concat":
+            found = set(_activation(i, producers) for i in node.input if i)
+            return found.pop() if len(found) == 1 else None
+        if node.op_type not in _THROUGH:
+            return node.op_type
+        node = producers.get(node.input[0])
+    return None
+
+
+def outputs_of(model):
+    """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them."""
+    from trtkit.onnx.normalize import dims_of
+    producers = dict((out, node) for node in model.graph.node for out in node.output)
+    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers)) for o in model.graph.output]
+
+
+def append_decoder(model, family, params, input_hw):
+    """``model`` (in place) ending in ``decoded`` [N, A, 4 + C] by ``family``'s tail; returns it."""
+    from onnx import TensorProto, helper
+    decoded = family.tail(Tail(model), params, input_hw)
+    model.graph.node[-1].output[0] = OUTPUT_NAME  # the tail's last node writes the named output
+    del model.graph.output[:]
+    model.graph.output.extend([helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT,
+                                                             [None, None, 4 + int(params["num_classes"])])])
+    assert model.graph.node[-1].output[0] == OUTPUT_NAME and decoded
+    return model
