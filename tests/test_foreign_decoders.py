@@ -190,7 +190,7 @@ def test_wrong_params_and_ambiguous_outputs_are_refused_in_one_line(tmp_path):
     with pytest.raises(InputError, match="two candidate box outputs 'a' and 'b': pass --decoder-param boxes=NAME"):
         _decode(two, "priors", {"strides": "8,16,16"})
     dfl = _export(DflLevels(concatenated=True), tmp_path / "dfl.onnx", ["scores", "boxes"])
-    with pytest.raises(InputError, match=r"anchor count 80 of strides 8,16 at 64x64 != rows 84 of 'boxes'"):
+    with pytest.raises(InputError, match=r"anchor count 80 of strides 8,16 at 64x64 != rows 84 of 'scores'"):
         _decode(dfl, "dfl", {"strides": "8,16"})
     with pytest.raises(InputError, match="unknown decoder 'ssd'"):
         _decode(dfl, "ssd")

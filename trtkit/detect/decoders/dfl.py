@@ -60,6 +60,12 @@ class Dfl(object):
                 options = [max(options, key=lambda v: v[1])]
             if options:
                 views[output.name] = options[0]
+        missing = [o for o in outputs if o.name not in views]
+        if strides and missing:
+            raise fail("anchor count {} of strides {} at {}x{} != rows {} of '{}'".format(
+                sum(grid(input_hw[0], s) * grid(input_hw[1], s) for s in strides), ",".join(map(str, strides)),
+                input_hw[0], input_hw[1], max(missing[0].dims[1:]), missing[0].name),
+                hint="pass the strides of its levels, in order")
         reg_max = ints(given["reg_max"], "reg_max")[0] if "reg_max" in given else None
         if "boxes" in given:
             boxes = [named(outputs, n, "boxes") for n in str(given["boxes"]).split(",")]
