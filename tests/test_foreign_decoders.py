@@ -235,50 +235,57 @@ def _f1(found, expected, score=0.3):
 
 
 def test_the_trained_sample_cut_before_decoding_builds_with_priors_and_finds_what_it_finds(tmp_path):
-    """RetinaNet's coder is SSD's with variances 1 (weights 1, 1, 1, 1) and its anchors a file: built
-    FP32 and INT8 through ``--decoder priors``, the detections match the sample's own (torch) at F1 >= 0.99."""
+    """RetinaNet's coder is SSD's with variances 1 (weights 1, 1, 1, 1) and its anchors a file: built FP32 and
+    INT8 through ``--decoder priors`` with the sample's own post-processing (score 0.05, IoU 0.5, 100, per class),
+    the detections match the sample's own (torch) at F1 >= 0.99 (measured on 24 images: 1.000 FP32, 0.967 INT8).
+
+    The sample selects candidates per level, the foreign head per class (its levels are not in an anchors file):
+    above the display score the two keep the same detections here. Why the reference is taken before the export:
+    ``torch.onnx.export`` restores its module's training mode, and a wrapper is built training, so a probe after
+    it would run the sample's BatchNorms on batch statistics (and move their running ones)."""
     import trtkit
     from trtkit.data.shape_boxes import draw_shape_boxes
     from trtkit.models.sample import sample_detection_model
     model = sample_detection_model()[0].eval()
-    contract = model.input_contract
-    path = _export_raw(model, tmp_path)
-    anchors_path = str(tmp_path / "anchors.npy")
+    contract, post = model.input_contract, model.postprocessing
+    images, _ = draw_shape_boxes(24, seed=321)
+    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
+    batch = (batch - torch.tensor(contract.mean).view(1, 3, 1, 1)) / torch.tensor(contract.std).view(1, 3, 1, 1)
     with torch.no_grad():
+        expected = model(batch)
         features = model.backbone(torch.zeros(1, 3, 128, 128))
         anchors = model.anchor_generator((128, 128), [f.shape[-2:] for f in features])[0].numpy()
+    path = _export_raw(model, tmp_path)
+    assert not model.training
+    anchors_path = str(tmp_path / "anchors.npy")
     centres = np.concatenate([(anchors[:, :2] + anchors[:, 2:]) / 2, anchors[:, 2:] - anchors[:, :2]], 1) / 128.0
     np.save(anchors_path, centres)
     out = str(tmp_path / "build")
     result = trtkit.build(onnx=path, task="detection", decoder="priors",
                           decoder_param={"anchors": anchors_path, "variances": "1,1,1,1", "activation": "sigmoid"},
-                          score_threshold=0.05, nms_iou=0.5, max_detections=100, mean=list(contract.mean),
-                          std=list(contract.std), resize="stretch", data="shape-boxes", precision="fp32,int8", verify_images=48,
-                          calib_images=32, backend="onnxruntime", bench_seconds=0, out=out)
+                          score_threshold=post.score_thresh, nms_iou=post.nms_thresh,
+                          max_detections=post.detections_per_img, class_agnostic=post.class_agnostic,
+                          mean=list(contract.mean), std=list(contract.std), resize="stretch", data="shape-boxes",
+                          precision="fp32,int8", verify_images=16, calib_images=16, calib_batch_size=8, backend="onnxruntime",
+                          bench_seconds=0, out=out)
     head = result.manifest["model"]["detection"]
     assert head["decoder"]["family"] == "priors" and head["num_classes"] == 3
-    images, _ = draw_shape_boxes(40, seed=321)
-    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
-    batch = (batch - torch.tensor(contract.mean).view(1, 3, 1, 1)) / torch.tensor(contract.std).view(1, 3, 1, 1)
-    with torch.no_grad():
-        expected = model(batch)
+    assert head["postprocessing"]["class_agnostic"] is False and head["postprocessing"]["score_thresh"] == 0.05
     scores = {}
     for precision in ("fp32", "int8"):
         with trtkit.load(out, precision=precision) as detector:
             scores[precision] = _f1(detector.predict(images), expected)
     print("F1 vs the sample's own detections:", scores)
-    # measured 0.887 (fp32) / 0.900 (int8) while the built FP32 graph's decoded equals the sample's own
-    # Detector.decoded to 1.5e-5 px and 8e-7 in score: the gap is in the comparison (the Detector's
-    # preprocessing or per-class vs per-level selection), not the decoder. TODO: find it, then 0.99 as asked
-    assert scores["fp32"] >= 0.85
-    assert scores["int8"] >= 0.85  # INT8's network moves scores; the decoding stays float
+    assert scores["fp32"] >= 0.99
+    assert scores["int8"] >= 0.95  # INT8's network moves scores; the decoding stays float
     fp32 = [a for a in result.manifest["artifacts"] if a["precision"] == "fp32"][0]
-    assert fp32["verify"]["map50"] > 0.5  # a real detector after the foreign build (measured 0.654)
+    assert fp32["verify"]["map50"] > 0.5  # a real detector after the foreign build
 
 
 def _export_raw(model, tmp_path):
     path = str(tmp_path / "retinanet_raw.onnx")
-    torch.onnx.export(RawRetinaNet(model), torch.zeros(1, 3, 128, 128), path, input_names=["image"],
+    # .eval(): export restores the module's mode, and a wrapper is built training (so would its sample be)
+    torch.onnx.export(RawRetinaNet(model).eval(), torch.zeros(1, 3, 128, 128), path, input_names=["image"],
                       output_names=["regressions", "logits"], opset_version=17, dynamo=False,
                       dynamic_axes={"image": {0: "N"}, "regressions": {0: "N"}, "logits": {0: "N"}})
     return path
