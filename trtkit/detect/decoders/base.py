@@ -42,12 +42,15 @@ class DecoderSpec(object):
 class OutputInfo(object):
     """One graph output as the families read it: ``name``, ``dims`` (ints, None where dynamic; the batch is
     left as it is) and ``activation``: the op that makes it once reshapes and transposes are looked through
-    (``Sigmoid``, ``Softmax``, ...; None for a Conv or an input)."""
+    (``Sigmoid``, ``Softmax``, ...; None for a Conv or an input, or where concatenated parts differ) and
+    ``sources``: the set of ops that make its concatenated parts (``{"Conv", "Sigmoid"}`` for YOLOX's raw box
+    columns beside its sigmoid scores)."""
 
-    def __init__(self, name, dims, activation=None):
+    def __init__(self, name, dims, activation=None, sources=()):
         self.name = name
         self.dims = list(dims)
         self.activation = activation
+        self.sources = set(sources)
 
     def __repr__(self):
         return "'{}' {}".format(self.name, "[{}]".format(", ".join("?" if d is None else str(d) for d in self.dims)))
@@ -123,6 +126,20 @@ def grid(size, stride):
     """Cells of a feature map of stride ``stride`` over ``size`` pixels: ``ceil(size / stride)`` (a stride-2
     convolution with padding rounds up)."""
     return -(-int(size) // int(stride))
+
+
+CANDIDATE_STRIDES = (8, 16, 32, 64)  # the strides a head's levels are looked for in, when none are given
+
+
+def stride_runs(input_hw, strides):
+    """{anchor count: strides} of every run of consecutive ``strides``, and of each stride alone, at
+    ``input_hw`` (ceil grids: 608 / 64 is 10 cells)."""
+    found = {}
+    for start in range(len(strides)):
+        for stop in range(start + 1, len(strides) + 1):
+            run = list(strides[start:stop])
+            found.setdefault(sum(grid(input_hw[0], s) * grid(input_hw[1], s) for s in run), run)
+    return found
 
 
 def level_counts(input_hw, strides, per_location=1):

@@ -15,11 +15,10 @@ a Sigmoid, else sigmoid). Each can be given (``--decoder-param``): ``strides``, 
 
 import numpy as np
 
-from trtkit.detect.decoders.base import cell_centres, check_known, choice, clip_corners, fail, floats, grid, ints, \
-    named, sigmoid, softmax
+from trtkit.detect.decoders.base import CANDIDATE_STRIDES, cell_centres, check_known, choice, clip_corners, fail, \
+    floats, grid, ints, named, sigmoid, softmax, stride_runs
 
 PARAMS = ("strides", "reg_max", "offset", "activation", "boxes", "scores")
-CANDIDATE_STRIDES = (8, 16, 32, 64)
 BOX_HINTS = ("box", "reg", "bbox", "dis", "loc")
 
 
@@ -35,16 +34,6 @@ def _view(output):
     return [("rows", dims[1], dims[2]), ("columns", dims[2], dims[1])]
 
 
-def _runs(input_hw, strides):
-    """{anchor count: strides} of every run of consecutive ``strides``, and of each stride alone."""
-    found = {}
-    for start in range(len(strides)):
-        for stop in range(start + 1, len(strides) + 1):
-            run = list(strides[start:stop])
-            found.setdefault(sum(grid(input_hw[0], s) * grid(input_hw[1], s) for s in run), run)
-    return found
-
-
 class Dfl(object):
     name = "dfl"
     summary = "GFL/DFL distance distributions: class scores and 4 * (R + 1) box columns per anchor point"
@@ -52,7 +41,7 @@ class Dfl(object):
     def infer(self, outputs, input_hw, given):
         check_known(given, PARAMS, self.name)
         strides = ints(given["strides"], "strides") if "strides" in given else None
-        runs = _runs(input_hw, strides or CANDIDATE_STRIDES)
+        runs = stride_runs(input_hw, strides or CANDIDATE_STRIDES)
         views = {}
         for output in outputs:
             options = [v for v in _view(output) if v[0] == "map" or v[1] in runs]

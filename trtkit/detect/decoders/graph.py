@@ -27,11 +27,24 @@ def _activation(name, producers):
     return None
 
 
+def _sources(name, producers, depth=0):
+    """The ops that make ``name``'s parts: through reshapes, and through every input of a Concat."""
+    node = producers.get(name)
+    while node is not None and node.op_type in _THROUGH and node.op_type != "Concat" and depth < 32:
+        node, depth = producers.get(node.input[0]), depth + 1
+    if node is None or depth >= 32:
+        return set()
+    if node.op_type != "Concat":
+        return {node.op_type}
+    return set().union(*[_sources(i, producers, depth + 1) for i in node.input if i])
+
+
 def outputs_of(model):
     """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them."""
     from trtkit.onnx.normalize import dims_of
     producers = dict((out, node) for node in model.graph.node for out in node.output)
-    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers)) for o in model.graph.output]
+    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers), _sources(o.name, producers))
+            for o in model.graph.output]
 
 
 def append_decoder(model, family, params, input_hw):

