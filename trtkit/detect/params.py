@@ -71,15 +71,17 @@ class DetectionHead(object):
     ``postprocessing``: a ``PostProcessing``; ``levels``: for per-level candidates, one ``(stride,
     anchors_per_location)`` per feature map, in the order of the anchors (``level_sizes`` computes each level's
     anchors for an input size from them); ``size_divisible``: the multiple the network pads its input to
-    before the backbone (the levels' grids are of the padded size)."""
+    before the backbone (the levels' grids are of the padded size); ``decoder``: for a foreign detector, the
+    ``detect.decoders.DecoderSpec`` record (a dict) of the tail that made its ``decoded`` output, else None."""
 
-    def __init__(self, num_classes, postprocessing, background=None, levels=None, size_divisible=1):
+    def __init__(self, num_classes, postprocessing, background=None, levels=None, size_divisible=1, decoder=None):
         self.num_classes = int(num_classes)
         self.postprocessing = postprocessing if isinstance(postprocessing, PostProcessing) else \
             PostProcessing.from_dict(postprocessing)
         self.background = None if background is None else int(background)
         self.levels = [(int(stride), int(count)) for stride, count in levels] if levels else None
         self.size_divisible = max(1, int(size_divisible))
+        self.decoder = dict(decoder) if decoder else None
         if self.postprocessing.per_level and not self.levels:
             raise InputError("per-level candidates (RetinaNet) need the feature maps' strides and anchors",
                              hint="give levels=[(stride, anchors per location), ...]")
@@ -101,21 +103,24 @@ class DetectionHead(object):
         return [c for c in range(self.num_classes) if c != self.background]
 
     def to_dict(self):
-        return {"num_classes": self.num_classes, "background": self.background,
-                "postprocessing": self.postprocessing.to_dict(),
-                "levels": [list(level) for level in self.levels] if self.levels else None,
-                "size_divisible": self.size_divisible}
+        record = {"num_classes": self.num_classes, "background": self.background,
+                  "postprocessing": self.postprocessing.to_dict(),
+                  "levels": [list(level) for level in self.levels] if self.levels else None,
+                  "size_divisible": self.size_divisible}
+        if self.decoder:  # only a foreign detector's: trtkit's own heads' records stay as they were
+            record["decoder"] = dict(self.decoder)
+        return record
 
     @classmethod
     def from_dict(cls, values):
         values = dict(values)
         return cls(values["num_classes"], values["postprocessing"], values.get("background"), values.get("levels"),
-                   values.get("size_divisible", 1))
+                   values.get("size_divisible", 1), values.get("decoder"))
 
     def with_postprocessing(self, **overrides):
         """The same head with some post-processing parameters changed (None keeps a value)."""
         return DetectionHead(self.num_classes, self.postprocessing.with_overrides(**overrides), self.background,
-                             self.levels, self.size_divisible)
+                             self.levels, self.size_divisible, self.decoder)
 
     def __repr__(self):
         return "DetectionHead({})".format(self.to_dict())

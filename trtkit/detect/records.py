@@ -5,16 +5,28 @@ import numpy as np
 
 class Detections(object):
     """One image's detections, best first: ``boxes`` float32 ``[D, 4]`` (x1 y1 x2 y2), ``scores`` float32
-    ``[D]``, ``labels`` int64 ``[D]`` (the model's class indices). Which pixels the boxes are in (the model
-    input's or the original image's) is the caller's to say; ``mapped(fn)`` moves them."""
+    ``[D]``, ``labels`` int64 ``[D]`` (the model's class indices); ``anchors`` int64 ``[D]``: the anchor row
+    of the model's output each came from (None where not known, e.g. NMS in the graph), which
+    ``with_landmarks`` gathers a face detector's ``landmarks`` ``[N, A, 2K]`` row by; ``landmarks`` float32
+    ``[D, K, 2]`` (x, y) or None. Which pixels the boxes and points are in (the model input's or the original
+    image's) is the caller's to say; ``mapped(fn)`` moves both."""
 
-    def __init__(self, boxes, scores, labels):
+    def __init__(self, boxes, scores, labels, anchors=None, landmarks=None):
         self.boxes = np.asarray(boxes, dtype=np.float32).reshape(-1, 4)
         self.scores = np.asarray(scores, dtype=np.float32).reshape(-1)
         self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
-        if not len(self.boxes) == len(self.scores) == len(self.labels):
-            raise ValueError("Detections: {} boxes, {} scores, {} labels".format(
-                len(self.boxes), len(self.scores), len(self.labels)))
+        self.anchors = None if anchors is None else np.asarray(anchors, dtype=np.int64).reshape(-1)
+        self.landmarks = None if landmarks is None else \
+            np.asarray(landmarks, dtype=np.float32).reshape(len(self.boxes), -1, 2)
+        if not len(self.boxes) == len(self.scores) == len(self.labels) or \
+                any(v is not None and len(v) != len(self.boxes) for v in (self.anchors, self.landmarks)):
+            raise ValueError("Detections: {} boxes, {} scores, {} labels, anchors {}, landmarks {}".format(
+                len(self.boxes), len(self.scores), len(self.labels), *[None if v is None else len(v) for v in (
+                    self.anchors, self.landmarks)]))
+
+    def _taken(self, keep):
+        return (None if self.anchors is None else self.anchors[keep],
+                None if self.landmarks is None else self.landmarks[keep])
 
     def __len__(self):
         return int(self.scores.shape[0])
@@ -22,11 +34,25 @@ class Detections(object):
     def above(self, score):
         """The detections scoring at least ``score``."""
         keep = self.scores >= score
-        return Detections(self.boxes[keep], self.scores[keep], self.labels[keep])
+        return Detections(self.boxes[keep], self.scores[keep], self.labels[keep], *self._taken(keep))
+
+    def with_landmarks(self, landmarks):
+        """The same detections with their points: ``landmarks`` ``[A, 2K]`` (one image's rows of the model's
+        ``landmarks`` output, in the boxes' pixels) gathered by ``anchors``."""
+        if self.anchors is None:
+            raise ValueError("Detections.with_landmarks: the detections do not say which anchors they came from")
+        return Detections(self.boxes, self.scores, self.labels, self.anchors, np.asarray(landmarks)[self.anchors])
 
     def mapped(self, move_boxes):
-        """The same detections with ``move_boxes(boxes)``'s boxes (e.g. to the original image's pixels)."""
-        return Detections(move_boxes(self.boxes), self.scores, self.labels)
+        """The same detections with ``move_boxes(boxes)``'s boxes (e.g. to the original image's pixels); the
+        landmarks moved as boxes of no size (x, y, x, y)."""
+        points = None
+        if self.landmarks is not None and self.landmarks.size:
+            flat = self.landmarks.reshape(-1, 2)
+            points = np.asarray(move_boxes(np.concatenate([flat, flat], 1)))[:, :2].reshape(self.landmarks.shape)
+        elif self.landmarks is not None:
+            points = self.landmarks
+        return Detections(move_boxes(self.boxes), self.scores, self.labels, self.anchors, points)
 
     def __repr__(self):
         return "Detections({} boxes)".format(len(self))

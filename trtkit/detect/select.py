@@ -157,7 +157,7 @@ def _select_image(boxes, scores, head, level_sizes):
         groups = labels
     kept = nms_groups(found, order, groups, params.nms_thresh)
     best = order[kept[order]][:params.detections_per_img]
-    return Detections(boxes[anchors[best]], values[best], labels[best])
+    return Detections(boxes[anchors[best]], values[best], labels[best], anchors[best])
 
 
 def float32_threshold(threshold):

@@ -8,24 +8,37 @@ from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
 
 
-def onnx_detector(options, onnx_path):
-    """An ONNX detector's head record, from the metadata trtkit's export writes (``onnx.load.
-    detection_metadata``), or None for another model; refused in one line, before anything is built, for a
-    detector ONNX without it (``--task detection`` on another exporter's graph)."""
+def onnx_detector(options, onnx_path, work_dir=None, name=None):
+    """(head record, the ONNX to build from) of an ONNX detector: the head trtkit's export wrote in its
+    metadata (``onnx.load.detection_metadata``) and the file itself; for another exporter's graph with
+    ``--decoder``, the head and the copy ``pipeline.foreign_detector.adapt`` writes into ``work_dir``; (None,
+    the file) for another model. Refused in one line, before anything is built, for a detector ONNX with
+    neither (``--task detection`` on another exporter's graph without ``--decoder``)."""
     from trtkit.onnx.load import detection_metadata
     try:
         model = require("onnx").load(onnx_path, load_external_data=False)
     except Exception:  # a missing or broken file: prepare_onnx says what is wrong with it, in its own words
-        return None
+        return None, onnx_path
     head = detection_metadata(model)
-    if head is None:
-        if options.task and tasks.parse(options.task) == tasks.DETECTION:
-            raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
-                             "exported itself, whose head (anchors, classes, NMS parameters) it recorded".format(
-                                 options.onnx),
-                             hint="build from the checkpoint (--checkpoint FILE --task detection); other "
-                                  "frameworks' detector graphs are not read yet")
-    return head
+    decoder = getattr(options, "foreign", None)
+    if head is not None:
+        if decoder is not None and decoder.given:
+            raise InputError("{} is a trtkit detector (its head is in its metadata): --decoder and the head's "
+                             "thresholds are for other exporters' graphs".format(options.onnx),
+                             hint="drop --decoder and its options")
+        return head, onnx_path
+    if options.task and tasks.parse(options.task) == tasks.DETECTION:
+        if decoder is not None and decoder.decoder:
+            from trtkit.pipeline.foreign_detector import adapt
+            return adapt(options, onnx_path, work_dir, name)
+        from trtkit.detect.decoders import names
+        raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
+                         "exported itself, whose head (anchors, classes, NMS parameters) it recorded, and "
+                         "other graphs through a decoder of their raw outputs".format(options.onnx),
+                         hint="pass --decoder {} (docs/detection.md, foreign detectors), or build from the "
+                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(names())))
+    return None, onnx_path
+
 
 def detection_checkpoint(options, state, meta):
     """The deployable detector of a detection checkpoint (``models.detection``'s layouts), None for another

@@ -18,8 +18,9 @@ from trtkit.contract import FIELDS as CONTRACT_FIELDS, UINT8_PIXELS, InputContra
     resolve
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch, first_line
-from trtkit.keywords import Field, Options
+from trtkit.keywords import Field, Options, add_fields
 from trtkit.outputs import NAMES as OUTPUT_KINDS, help_text as output_kinds_help
+from trtkit.pipeline.foreign_detector import DecoderOptions
 
 EXPORTERS = ("auto", "dynamo", "torchscript")
 
@@ -38,10 +39,13 @@ class ModelOptions(Options):
     largest) image size the artifacts must run at (H and W dynamic; None: the input size only); ``threshold``:
     a one-column or multi-label output's decision threshold (positive when > it; None: 0.5 for probabilities,
     0 for logits), recorded in the manifest's output kind as ``KIND@THRESHOLD``; ``output``: the output of a
-    several-output ONNX to build and judge (the others are dropped; None: the first is judged, all kept)."""
+    several-output ONNX to build and judge (the others are dropped; None: the first is judged, all kept);
+    ``foreign``: a ``DecoderOptions`` (a foreign detector's decoder and head thresholds; its keywords are these
+    options' own)."""
 
     def __init__(self, model=None, checkpoint=None, onnx=None, num_classes=None, input_size=None, exporter="auto",
-                 input=None, output_kind=None, task=None, image_sizes=None, opset=None, threshold=None, output=None):
+                 input=None, output_kind=None, task=None, image_sizes=None, opset=None, threshold=None, output=None,
+                 foreign=None):
         if onnx and checkpoint:
             raise InputError("give --onnx or --checkpoint, not both")
         from trtkit.onnx.opsets import parse_opset
@@ -68,6 +72,11 @@ class ModelOptions(Options):
         if num_classes is not None and int(num_classes) < 1:
             raise InputError("--num-classes must be at least 1, got {}".format(num_classes))
         self.task = tasks.parse(task).name if task is not None else None  # an alias is kept as the task's name
+        self.foreign = foreign or DecoderOptions()  # a foreign detector's decoder (pipeline.foreign_detector)
+        if self.foreign.given and not onnx:
+            raise InputError("--decoder decodes an --onnx detector's raw outputs", hint="pass --onnx FILE")
+        if self.foreign.decoder and self.task is None:
+            self.task = tasks.DETECTION.name
         named = tasks.of_model_name(model) if model and not onnx else None  # the task whose architecture it is
         if model and not onnx and named is None:
             from trtkit.models.classifiers import check_model_name
@@ -113,8 +122,15 @@ class ModelOptions(Options):
             values["model"] = self.module
         return values
 
+    @classmethod
+    def add_arguments(cls, parser):
+        """The model group's flags, then the foreign detectors' (``DecoderOptions``)."""
+        add_fields(parser.add_argument_group(*cls.GROUP), cls.FIELDS)
+        DecoderOptions.add_arguments(parser)
+
     # the flags (and keywords) of the "model" group: the input contract's are the model's too
     GROUP = ("model",)
+    PARTS = (("foreign", DecoderOptions),)
     FIELDS = (
         Field("model", help="architecture: resnet18, resnet34, resnet50 or torchvision:NAME (default: resnet18, or "
                             "what the checkpoint records); with --onnx, the name given to the model"),
@@ -194,8 +210,9 @@ def _onnx_source(options, work_dir):
     if os.path.abspath(onnx_path) == os.path.abspath(options.onnx):  # never overwrite the user's file
         onnx_path = os.path.join(work_dir, "{}.normalized.fp32.onnx".format(name))
     overrides = options.input_overrides()
-    head = onnx_detector(options, options.onnx)  # a trtkit detector: read as one from the start
-    summary, notes = prepare_onnx(options.onnx, onnx_path, layout=overrides.get("layout"),
+    # a trtkit detector (or a foreign one with --decoder, adapted to one): read as one from the start
+    head, source_path = onnx_detector(options, options.onnx, work_dir, name)
+    summary, notes = prepare_onnx(source_path, onnx_path, layout=overrides.get("layout"),
                                   task=tasks.DETECTION.name if head is not None else options.task,
                                   output=options.output)
     for note in notes:
