@@ -94,26 +94,47 @@ def _export(state):
     if model is None:
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
+    from trtkit.errors import VerificationFailed
+    from trtkit.onnx import export_cache
     from trtkit.onnx.export import export_onnx, torch_logits, validate_export
     images = state.first_images
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
-    exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
-                                  opset=options.source.opset, contract=state.source.contract,
-                                  image_sizes=options.source.image_sizes,
-                                  tensorrt_version=state.backend.onnx_parser_version())
-    from trtkit.pipeline.source import read_exported_kind
-    read_exported_kind(state.source.info, options.source, state.fp32_onnx)
+    parser_version = state.backend.onnx_parser_version()
+    key = export_cache.export_key(state.source.info, options.source, parser_version)
+    cached = export_cache.fetch(key, state.fp32_onnx)
     reference = torch_logits(model, images, options.batch_size)
-    comparison = _comparison(state.source.info, state.selection)
-    diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
-                                      comparison=comparison)
-    log.info("exported {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
+    while True:
+        if cached is not None:
+            exporter, opset = cached["exporter"], cached["opset"]
+        else:
+            exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
+                                          opset=options.source.opset, contract=state.source.contract,
+                                          image_sizes=options.source.image_sizes, tensorrt_version=parser_version)
+        from trtkit.pipeline.source import read_exported_kind
+        read_exported_kind(state.source.info, options.source, state.fp32_onnx)
+        comparison = _comparison(state.source.info, state.selection)
+        try:
+            diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
+                                              comparison=comparison)
+        except VerificationFailed:
+            if cached is None:
+                raise
+            log.info("the cached export of {} does not match the model: exporting it again".format(state.name))
+            export_cache.drop(key)
+            cached = None
+            continue
+        break
+    if cached is None:
+        export_cache.store(key, state.fp32_onnx, exporter, opset)
+    log.info("{} {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
              "{} agreement {} on {} images ({:.1f}s)".format(
-                 state.name, exporter, opset, diff, agreement_name(comparison.result()),
-                 "n/a" if agreement is None else "{:.2%}".format(agreement), len(images), time.time() - start))
+                 "reused the export of" if cached else "exported", state.name, exporter, opset, diff,
+                 agreement_name(comparison.result()), "n/a" if agreement is None else "{:.2%}".format(agreement),
+                 len(images), time.time() - start))
     return {"reference": "pytorch-fp32", "exporter": exporter, "opset": opset, "max_abs_diff": diff,
-            "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images)}
+            "top1_agreement": agreement, "tolerance": options.tolerance, "checked_images": len(images),
+            "cached": cached is not None}
 
 
 def _build_artifact(state, precision):
