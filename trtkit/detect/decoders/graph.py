@@ -39,12 +39,16 @@ def _sources(name, producers, depth=0):
     return set().union(*[_sources(i, producers, depth + 1) for i in node.input if i])
 
 
-def outputs_of(model):
-    """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them."""
+def outputs_of(model, values=None):
+    """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them; ``values``: {name: array}
+    of one run (each output's ``span``)."""
+    import numpy as np
     from trtkit.onnx.normalize import dims_of
     producers = dict((out, node) for node in model.graph.node for out in node.output)
-    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers), _sources(o.name, producers))
-            for o in model.graph.output]
+    spans = dict((name, float(np.abs(v).max())) for name, v in (values or {}).items()
+                 if np.asarray(v).size and np.asarray(v).dtype.kind == "f")
+    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers), _sources(o.name, producers),
+                       spans.get(o.name)) for o in model.graph.output]
 
 
 LANDMARKS = "landmarks"
