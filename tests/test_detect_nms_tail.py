@@ -182,7 +182,7 @@ def test_nms_inside_is_cut_read_and_built_fp32_and_int8(tmp_path, style):
     scores = {}
     for precision in ("fp32", "int8"):
         with trtkit.load(out, precision=precision) as detector:
-            scores[precision] = f1([d.above(0.0) for d in detector.predict(list(images))], expected)
+            scores[precision] = f1(detector.predict(list(images), score_threshold=0.0), expected)
     print(style, "F1 vs the graph's own NMS:", scores)
     assert scores["fp32"] >= 0.99 and scores["int8"] >= 0.6
     assert quantized_tail_is_float(out, result.manifest)
@@ -228,7 +228,7 @@ def test_trtkits_own_export_with_its_nms_fed_back_as_a_foreign_graph(tmp_path):
                           backend="onnxruntime", bench_seconds=0, out=out)
     assert result.manifest["model"]["detection"]["decoder"]["family"] == "nms"
     with trtkit.load(out, precision="fp32") as detector:
-        found = [d.above(0.0) for d in detector.predict(list(images))]
+        found = detector.predict(list(images), score_threshold=0.0)
     assert f1(found, expected) == 1.0
     assert [len(d) for d in found] == [len(e) for e in expected]
 
