@@ -32,7 +32,7 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
         from trtkit.pipeline.foreign_detector import adapt
         if decoder is not None and decoder.decoder:
             return adapt(options, onnx_path, work_dir, name)
-        from trtkit.detect.decoders import names, nms
+        from trtkit.detect.decoders import nms, raw_names
         if nms.find(model):
             log.info("{} has no trtkit detection head and selects its detections with NonMaxSuppression: read "
                      "as --decoder nms (cut at its NMS's boxes and scores; docs/detection.md)".format(options.onnx))
@@ -41,7 +41,7 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
                          "exported itself, whose head (anchors, classes, NMS parameters) it recorded, and "
                          "other graphs through a decoder of their raw outputs".format(options.onnx),
                          hint="pass --decoder {} (docs/detection.md, foreign detectors), or build from the "
-                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(names())))
+                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(raw_names())))
     return None, onnx_path
 
 

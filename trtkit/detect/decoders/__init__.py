@@ -25,13 +25,18 @@ from trtkit.detect.decoders.priors import Priors
 from trtkit.detect.decoders.yolo import Yolo
 from trtkit.errors import InputError
 
-__all__ = ["DecoderSpec", "FAMILIES", "family", "names", "parse_params"]
+__all__ = ["DecoderSpec", "FAMILIES", "family", "names", "parse_params", "raw_names"]
 
 FAMILIES = dict((family.name, family) for family in (Yolo(), Dfl(), Priors(), Nms()))
 
 
 def names():
     return sorted(FAMILIES)
+
+
+def raw_names():
+    """The families that read raw heads (all but those that cut a graph's own selection: ``nms``)."""
+    return [name for name in names() if not hasattr(FAMILIES[name], "cut")]
 
 
 def family(name):
