@@ -67,9 +67,12 @@ class _Graph(object):
         from onnx import helper
         self.helper, self.opset, self.equal_suppresses = helper, opset, bool(equal_suppresses)
         self.nodes, self.constants, self.count = [], [], 0
+        self.taken = set()  # the graph's own names (a graph with an earlier selection's kept in it)
 
     def name(self, hint):
         self.count += 1
+        while "{}{}_{}".format(PREFIX, hint, self.count) in self.taken:
+            self.count += 1
         return "{}{}_{}".format(PREFIX, hint, self.count)
 
     def const(self, values, dtype, hint="const"):
@@ -343,6 +346,8 @@ def append_nms(model_proto, head, output_name=OUTPUT_NAME, height=None, width=No
     if height is None and len(image_dims) == 4:
         height, width = _static(image_dims[2]), _static(image_dims[3])
     graph = _Graph(_opset(model), equal_suppresses)
+    graph.taken.update(name for node in model.graph.node for name in list(node.output) + [node.name])
+    graph.taken.update(init.name for init in model.graph.initializer)
     sizes = _level_sizes(head, height, width, _static(dims[1]) if len(dims) == 3 else None,
                          "export the model at a fixed input size, or give append_nms(..., height=H, width=W) "
                          "of the size it will run at", graph, images[0].name if len(image_dims) == 4 else None)

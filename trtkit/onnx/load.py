@@ -286,9 +286,20 @@ def pick_output(model, name=None):
                          hint="pass one of the names listed")
     if len(outputs) == 1:
         return None
+    removed = keep_outputs(model, [name])
+    return "kept the output '{}' of {}, and removed the {} node(s) only the others needed".format(
+        name, described, removed)
+
+
+def keep_outputs(model, names):
+    """``model`` (in place) with the outputs ``names`` only, in that order (any tensor of the graph: an output
+    is added for one that was not), and the nodes they need; returns how many nodes were removed."""
+    from onnx import helper
+    declared = dict((o.name, o) for o in model.graph.output)
+    wanted = [declared.get(n) or helper.make_empty_tensor_value_info(n) for n in names]
     del model.graph.output[:]
     model.graph.output.extend(wanted)
-    needed, kept = {name}, set()
+    needed, kept = set(names), set()
     while True:  # to a fixed point: the user's graph need not be in topological order
         grown = False
         for index, node in enumerate(model.graph.node):
@@ -304,8 +315,7 @@ def pick_output(model, name=None):
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     drop_unused_initializers(model)
-    return "kept the output '{}' of {}, and removed the {} node(s) only the others needed".format(
-        name, described, removed)
+    return removed
 
 
 def _with_output_shape(model):

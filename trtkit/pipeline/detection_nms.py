@@ -22,6 +22,9 @@ def place_nms(backend, onnx_path, head, path):
     where, why = backend.nms_placement()
     record = {"placement": where, "reason": why, "postprocessing": head.postprocessing.to_dict()}
     if where != "graph":
+        if (head.decoder or {}).get("family") == "nms":  # the user's graph had its NMS inside: say where it went
+            log.info("{}: the graph's NonMaxSuppression (cut off before the network was built) runs on the host "
+                     "({})".format(os.path.basename(onnx_path), why))
         return onnx_path, record
     import onnx
 

@@ -3,7 +3,7 @@ trtkit's sample) or an ONNX that trtkit exported from one (its head in the metad
 that each task's recognition stays small and in one place.
 """
 
-from trtkit import tasks
+from trtkit import log, tasks
 from trtkit.deps import require
 from trtkit.errors import InputError, ModelMismatch
 
@@ -11,7 +11,8 @@ from trtkit.errors import InputError, ModelMismatch
 def onnx_detector(options, onnx_path, work_dir=None, name=None):
     """(head record, the ONNX to build from) of an ONNX detector: the head trtkit's export wrote in its
     metadata (``onnx.load.detection_metadata``) and the file itself; for another exporter's graph with
-    ``--decoder``, the head and the copy ``pipeline.foreign_detector.adapt`` writes into ``work_dir``; (None,
+    ``--decoder`` (or NonMaxSuppression inside: ``--decoder nms``, said in a log line), the head and the copy
+    ``pipeline.foreign_detector.adapt`` writes into ``work_dir``; (None,
     the file) for another model. Refused in one line, before anything is built, for a detector ONNX with
     neither (``--task detection`` on another exporter's graph without ``--decoder``)."""
     from trtkit.onnx.load import detection_metadata
@@ -28,15 +29,19 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
                              hint="drop --decoder and its options")
         return head, onnx_path
     if options.task and tasks.parse(options.task) == tasks.DETECTION:
+        from trtkit.pipeline.foreign_detector import adapt
         if decoder is not None and decoder.decoder:
-            from trtkit.pipeline.foreign_detector import adapt
             return adapt(options, onnx_path, work_dir, name)
-        from trtkit.detect.decoders import names
+        from trtkit.detect.decoders import nms, raw_names
+        if nms.find(model):
+            log.info("{} has no trtkit detection head and selects its detections with NonMaxSuppression: read "
+                     "as --decoder nms (cut at its NMS's boxes and scores; docs/detection.md)".format(options.onnx))
+            return adapt(options, onnx_path, work_dir, name, decoder=nms.Nms.name)
         raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
                          "exported itself, whose head (anchors, classes, NMS parameters) it recorded, and "
                          "other graphs through a decoder of their raw outputs".format(options.onnx),
                          hint="pass --decoder {} (docs/detection.md, foreign detectors), or build from the "
-                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(names())))
+                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(raw_names())))
     return None, onnx_path
 
 

@@ -41,7 +41,8 @@ class DecoderOptions(Options):
         Field("decoder", choices=decoders.names(),
               help="the decoder family of the graph's raw outputs: yolo (ultralytics [N, 4 + C, A] or [N, A, 5 + "
                    "C]), dfl (GFL/DFL distance distributions: PP-PicoDet, YOLOv8 raw heads), priors (offsets "
-                   "against anchors: SSD, RetinaNet, BlazeFace)"),
+                   "against anchors: SSD, RetinaNet, BlazeFace), nms (a graph with NonMaxSuppression inside: cut "
+                   "at its boxes and scores; the default for --task detection on such a graph)"),
         Field("decoder_param", "params", action="append", metavar="KEY=VALUE",
               help="a decoder parameter, repeated (read from the graph where it can be: strides, reg_max, "
                    "layouts, activation), e.g. anchors=anchors.npy, variances=1,1,1,1, boxes=NAME"),
@@ -113,7 +114,8 @@ def input_hw(model, size):
 
 
 def _with_output_shapes(model):
-    """``model`` with each output's shape as one run on a zero image gives it (the batch left dynamic).
+    """(``model`` with each output's shape as one run on a zero image gives it (the batch left dynamic), that
+    run's {output: array}).
 
     Why a run rather than ONNX shape inference: exporters compute the reshapes of a head from the input's
     shape (Shape, Gather, Concat), which shape inference does not fold, and the head's layout is read from
@@ -128,6 +130,7 @@ def _with_output_shapes(model):
     dtype = np.uint8 if image.type.tensor_type.elem_type == 2 else np.float32
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     found = session.run(None, {image.name: np.zeros(dims, dtype=dtype)})
+    values = dict((output.name, value) for output, value in zip(model.graph.output, found))
     for output, value in zip(model.graph.output, found):
         output.type.tensor_type.ClearField("shape")
         for axis, size in enumerate(value.shape):
@@ -136,7 +139,7 @@ def _with_output_shapes(model):
                 dim.dim_param = "N"
             else:
                 dim.dim_value = int(size)
-    return model
+    return model, values
 
 
 def decode_graph(model, decoder, given=None, size=None, landmarks=False):
@@ -151,9 +154,14 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     from trtkit.onnx.normalize import strip_initializer_inputs
     strip_initializer_inputs(model)
     size = input_hw(model, size)
-    model = _with_output_shapes(model)
     family = decoders.family(decoder)
-    params = family.infer(outputs_of(model), size, decoders.parse_params(given))
+    given = decoders.parse_params(given)
+    if hasattr(family, "cut"):  # a graph with its selection inside: cut where the family reads it
+        given = family.cut(model, given)
+    check_stride(given, size)  # before the family's anchor counts, which a too small input also breaks
+    model, values = _with_output_shapes(model)
+    params = family.infer(outputs_of(model, values), size, given)
+    check_stride(params, size)
     raw = [o.name for o in model.graph.output]
     append_decoder(model, family, params, size, landmarks)
     if landmarks and params.get("landmarks"):
@@ -163,8 +171,23 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     return model, family, params, size
 
 
-def adapt(options, onnx_path, work_dir, name):
-    """(head record, path of the adapted copy) of a foreign detector ONNX decoded by ``options.decoder``."""
+def check_stride(params, size):
+    """Refuse an input smaller than the largest stride of a family's levels (``strides``, given or read, or
+    each level's):
+    its coarsest feature map would have no cell of its own, and the anchors laid out for it mean nothing."""
+    from trtkit.detect.decoders.base import ints
+    found = ints(params["strides"], "strides") if params.get("strides") else []
+    for level in params.get("levels") or []:
+        found.extend(level.get("strides") or [])
+    if found and max(found) > min(size):
+        raise InputError("the input {}x{} is smaller than the model's stride {}".format(size[0], size[1], max(found)),
+                         hint="pass --input-size of at least {0}x{0} (the size the detector was exported at)".format(
+                             max(found)))
+
+
+def adapt(options, onnx_path, work_dir, name, decoder=None):
+    """(head record, path of the adapted copy) of a foreign detector ONNX decoded by ``decoder`` (by default
+    ``options.foreign.decoder``)."""
     from trtkit.deps import require
     from trtkit.detect.params import DetectionHead, PostProcessing
     from trtkit.fileio import atomic_path
@@ -174,7 +197,7 @@ def adapt(options, onnx_path, work_dir, name):
     if options.image_sizes:
         raise InputError("--image-sizes is not available for a foreign detector: its anchors are laid out for one "
                          "input size", hint="drop --image-sizes")
-    model, family, params, size = decode_graph(load_onnx(onnx_path), chosen.decoder, chosen.params,
+    model, family, params, size = decode_graph(load_onnx(onnx_path), decoder or chosen.decoder, chosen.params,
                                                options.input_size)
     post = PostProcessing(per_level=False, **chosen.postprocessing(family.postprocessing(params)))
     head = DetectionHead(params["num_classes"], post, background=family.background(params),

@@ -11,24 +11,32 @@ has:
 - ``tail(tail, params, input_hw)``: the ONNX nodes (``base.Tail``), FP32, no weights;
 - ``reference(arrays, params, input_hw)``: the same decode in numpy, written from the family's published
   definition (tests hold the tail to it);
-- ``postprocessing(params)`` and ``background(params)``: the selection its package applies by default.
+- ``postprocessing(params)`` and ``background(params)``: the selection its package applies by default;
+- and, for a family that reads more than the outputs (``nms``: the graph's own NonMaxSuppression),
+  ``cut(model, given)``: the graph cut where the family reads it, and ``given`` over what was read there.
 
 Only numpy is imported here; onnx when a tail is written.
 """
 
 from trtkit.detect.decoders.base import DecoderSpec
 from trtkit.detect.decoders.dfl import Dfl
+from trtkit.detect.decoders.nms import Nms
 from trtkit.detect.decoders.priors import Priors
 from trtkit.detect.decoders.yolo import Yolo
 from trtkit.errors import InputError
 
-__all__ = ["DecoderSpec", "FAMILIES", "family", "names", "parse_params"]
+__all__ = ["DecoderSpec", "FAMILIES", "family", "names", "parse_params", "raw_names"]
 
-FAMILIES = dict((family.name, family) for family in (Yolo(), Dfl(), Priors()))
+FAMILIES = dict((family.name, family) for family in (Yolo(), Dfl(), Priors(), Nms()))
 
 
 def names():
     return sorted(FAMILIES)
+
+
+def raw_names():
+    """The families that read raw heads (all but those that cut a graph's own selection: ``nms``)."""
+    return [name for name in names() if not hasattr(FAMILIES[name], "cut")]
 
 
 def family(name):

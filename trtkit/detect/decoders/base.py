@@ -44,13 +44,15 @@ class OutputInfo(object):
     left as it is) and ``activation``: the op that makes it once reshapes and transposes are looked through
     (``Sigmoid``, ``Softmax``, ...; None for a Conv or an input, or where concatenated parts differ) and
     ``sources``: the set of ops that make its concatenated parts (``{"Conv", "Sigmoid"}`` for YOLOX's raw box
-    columns beside its sigmoid scores)."""
+    columns beside its sigmoid scores); ``span``: its largest absolute value on a zero image (None where not
+    run): boxes within 0-1 there are fractions of the input (a TensorFlow export's), not pixels."""
 
-    def __init__(self, name, dims, activation=None, sources=()):
+    def __init__(self, name, dims, activation=None, sources=(), span=None):
         self.name = name
         self.dims = list(dims)
         self.activation = activation
         self.sources = set(sources)
+        self.span = span
 
     def __repr__(self):
         return "'{}' {}".format(self.name, "[{}]".format(", ".join("?" if d is None else str(d) for d in self.dims)))

@@ -39,12 +39,16 @@ def _sources(name, producers, depth=0):
     return set().union(*[_sources(i, producers, depth + 1) for i in node.input if i])
 
 
-def outputs_of(model):
-    """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them."""
+def outputs_of(model, values=None):
+    """``[OutputInfo]`` of ``model``'s outputs, shapes as shape inference gives them; ``values``: {name: array}
+    of one run (each output's ``span``)."""
+    import numpy as np
     from trtkit.onnx.normalize import dims_of
     producers = dict((out, node) for node in model.graph.node for out in node.output)
-    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers), _sources(o.name, producers))
-            for o in model.graph.output]
+    spans = dict((name, float(np.abs(v).max())) for name, v in (values or {}).items()
+                 if np.asarray(v).size and np.asarray(v).dtype.kind == "f")
+    return [OutputInfo(o.name, dims_of(o), _activation(o.name, producers), _sources(o.name, producers),
+                       spans.get(o.name)) for o in model.graph.output]
 
 
 LANDMARKS = "landmarks"
@@ -60,11 +64,27 @@ def _named(model, tensor, name):
     raise AssertionError("no node makes {}".format(tensor))
 
 
+def _free(model, name):
+    """Rename a tensor of the graph called ``name`` (and its uses) to ``name/source``, so the tail can write
+    ``name``: a graph cut before its own selection can hold a ``decoded`` of its own (trtkit's exports do)."""
+    renamed = name + "/source"
+    for node in model.graph.node:
+        for values in (node.input, node.output):
+            for index, value in enumerate(values):
+                if value == name:
+                    values[index] = renamed
+    for value in list(model.graph.output) + list(model.graph.value_info):
+        if value.name == name:
+            value.name = renamed
+
+
 def append_decoder(model, family, params, input_hw, landmarks=False):
     """``model`` (in place) ending in ``decoded`` [N, A, 4 + C] by ``family``'s tail; with ``landmarks`` and a
     family that reads them (``params["landmarks"]``), a second output ``landmarks`` [N, A, 2K] (x y per point
     in input pixels). Returns it."""
     from onnx import TensorProto, helper
+    for name in (OUTPUT_NAME, LANDMARKS):
+        _free(model, name)
     _named(model, family.tail(Tail(model), params, input_hw), OUTPUT_NAME)
     outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT,
                                              [None, None, 4 + int(params["num_classes"])])]
