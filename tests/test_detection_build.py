@@ -114,8 +114,10 @@ def test_manifest_records_the_head_the_app_selects_with(sample_build):
 # ------------------------------------------------------------------ TensorRT-RTX engines
 
 @pytest.mark.skipif(not available("tensorrt_rtx"), reason="tensorrt-rtx-cu12 is needed")
-@pytest.mark.parametrize("name,classes,size", [("ssdlite320_mobilenet_v3_large", 4, None),
-                                               ("retinanet_resnet18_fpn", 3, 128), ("ssd300_vgg16", 4, None)])
+@pytest.mark.parametrize("name,classes,size", [
+    ("ssdlite320_mobilenet_v3_large", 4, None),
+    pytest.param("retinanet_resnet18_fpn", 3, 128, marks=pytest.mark.extended),
+    pytest.param("ssd300_vgg16", 4, None, marks=pytest.mark.extended)])
 def test_tensorrt_rtx_builds_fp16_and_int8_engines_with_host_nms(tmp_path, name, classes, size):
     from trtkit.models.detection import create_detection_model
     torch.manual_seed(0)

@@ -206,8 +206,11 @@ def assert_meaningful(model, batch, found, nms_calls):
 
 
 @pytest.mark.parametrize("name,num_classes", [
-    ("retinanet_resnet18_fpn", 91), ("retinanet_resnet18_fpn", SMALL), ("ssdlite320_mobilenet_v3_large", 91),
-    ("ssdlite320_mobilenet_v3_large", SMALL), ("retinanet_resnet50_fpn", SMALL), ("ssd300_vgg16", 91),
+    pytest.param("retinanet_resnet18_fpn", 91, marks=pytest.mark.extended), ("retinanet_resnet18_fpn", SMALL),
+    pytest.param("ssdlite320_mobilenet_v3_large", 91, marks=pytest.mark.extended),
+    ("ssdlite320_mobilenet_v3_large", SMALL),
+    pytest.param("retinanet_resnet50_fpn", SMALL, marks=pytest.mark.extended),
+    pytest.param("ssd300_vgg16", 91, marks=pytest.mark.extended),
 ])
 def test_same_detections_as_torchvision_on_its_checkpoint(tv, monkeypatch, name, num_classes):
     torch.manual_seed(0)

@@ -68,6 +68,7 @@ def test_class_names_files(tmp_path):
         read_class_names(str(empty))
 
 
+@pytest.mark.extended
 def test_non_square_checkpoint_builds_fp32_fp16_int8_and_rtx_engines(sample, tmp_path):
     """A torchvision-layout ResNet18 checkpoint at 96x160: export, FP16, INT8 and TensorRT-RTX all take 96x160."""
     from trtkit.pipeline import BuildOptions, build

@@ -59,6 +59,7 @@ def test_fetch_gives_the_pinned_model(name):
     assert tuple(o.name for o in session.get_outputs()) == model.output_names
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("name", sorted(DETECTORS))
 def test_the_packages_pipeline_finds_the_generated_objects(name, tmp_path):
     """Recall of the generated boxes (IoU 0.5, same class) by the package's own pre-processing, decoding and

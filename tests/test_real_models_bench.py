@@ -39,7 +39,7 @@ VERDICT = {"metric", "budget_points", "chosen", "chosen_drop_points", "within_bu
 FLAGS = {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16"}
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_quick_speed_run_writes_a_complete_record(tmp_path):
     try:
         prepare(MODEL, COUNT)

@@ -64,6 +64,7 @@ def test_lraspp_has_torchvisions_parameters_and_layout():
         create_segmentation_model("lraspp_mobilenet_v3_large", aux=True)
 
 
+@pytest.mark.extended
 def test_build_task_segmentation_with_no_model_trains_and_verifies_the_sample(tmp_path):
     out = str(tmp_path / "seg")
     result = run_cli(["build", "--task", "segmentation", "--precision", "fp32,int8", "--out", out])
@@ -86,6 +87,7 @@ def test_a_segmentation_name_without_checkpoint_other_than_the_sample_is_one_lin
     assert "needs --checkpoint" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.extended
 def test_precision_auto_searches_a_segmentation_model_by_pixel_agreement_and_miou(tmp_path):
     """The tune split is scored per pixel (decision maps, not every class score in memory) with the mIoU
     against the masks as the budget's metric; the chosen artifact passes its gate within the budget."""

@@ -57,6 +57,7 @@ def dynamic_build(tmp_path_factory):
     return out
 
 
+@pytest.mark.extended
 def test_image_sizes_export_dynamic_h_and_w_that_run_at_every_size(dynamic_build):
     import onnx
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
@@ -73,6 +74,7 @@ def test_image_sizes_export_dynamic_h_and_w_that_run_at_every_size(dynamic_build
                 assert out.shape == (1, 4, h, w), (artifact["name"], out.shape)
 
 
+@pytest.mark.extended
 def test_bench_sweeps_image_sizes_into_the_reference_layout_and_refuses_beyond_the_build(dynamic_build, tmp_path):
     out = str(tmp_path / "sweep")
     result = run_cli(["bench", "--manifest", dynamic_build, "--image-sizes", "64,128,192", "--seconds", "0.05",
@@ -113,6 +115,7 @@ def test_pivot_tables_have_the_reference_layout():
                                                               "INT8 ONNX Runtime,1.0,"]
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(not available("tensorrt_rtx"), reason="tensorrt-rtx-cu12 is needed")
 def test_tensorrt_rtx_builds_the_segmentation_sample_with_a_profile_over_the_image_sizes(tmp_path):
     import trtkit
