@@ -117,6 +117,18 @@ def ground_truth(name, boxes, files):
     return out
 
 
+def build_keywords(name, onnx_file, data):
+    """``trtkit.build`` keywords for detector ``name``: its input contract, ``--decoder`` and its parameters,
+    the package's thresholds and NMS (the model's record), ``data`` to calibrate and verify on."""
+    model = DETECTORS[name]
+    contract = model.contract.kwargs()
+    contract["input_size"] = "{}x{}".format(*contract.pop("size"))
+    return dict(contract, onnx=onnx_file, task="detection", decoder=model.decoder,
+                decoder_param=dict(TRTKIT_DECODER_PARAMS.get(name, {})), score_threshold=model.score_threshold,
+                nms_iou=model.nms_iou, max_detections=min(model.max_detections, 1000),
+                class_agnostic=model.class_agnostic or None, data=data)
+
+
 def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
     """Build ``name`` with trtkit at ``precision`` (ONNX Runtime; ``auto``: trtkit's own choice under its
     budget) from ``data`` (the generated COCO JSON: verified by mAP on the drawn boxes) and return (detections
@@ -125,14 +137,8 @@ def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
     ``score_threshold``, ``nms_iou``, ``max_detections``, ``class_agnostic``; ``trtkit.load(...).predict``)."""
     import trtkit
     model = DETECTORS[name]
-    contract = model.contract.kwargs()
-    contract["input_size"] = "{}x{}".format(*contract.pop("size"))
-    params = dict(TRTKIT_DECODER_PARAMS.get(name, {}))
-    result = trtkit.build(onnx=onnx_file, task="detection", decoder=model.decoder, decoder_param=params,
-                          score_threshold=model.score_threshold, nms_iou=model.nms_iou,
-                          max_detections=min(model.max_detections, 1000), class_agnostic=model.class_agnostic or None,
-                          data=data, precision=precision, backend="onnxruntime", bench_seconds=0,
-                          out=os.path.join(out, precision), **contract)
+    result = trtkit.build(precision=precision, backend="onnxruntime", bench_seconds=0,
+                          out=os.path.join(out, precision), **build_keywords(name, onnx_file, data))
     with open(os.path.join(result.dir, "manifest.json")) as handle:
         manifest = json.load(handle)
     background = manifest["model"]["detection"].get("background")
@@ -192,7 +198,7 @@ def run_model(name, args):
     record["trtkit"] = {}
     if args.no_trtkit:
         return record
-    for precision in args.precision.split(","):
+    for precision in [p for p in args.precision.split(",") if p.strip()]:
         try:
             found, ms, built = trtkit_build_and_detect(name, onnx_file, data, paths, precision,
                                                        os.path.join(args.work, name))
@@ -204,24 +210,49 @@ def run_model(name, args):
             figures = {"error": "{}: {}".format(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")}
         record["trtkit"][precision] = figures
         print("  trtkit {}: {}".format(precision, json.dumps(figures)), flush=True)
+    if args.speed:
+        from benchmarks.real_models.det_speed import measure
+        record["speed"] = measure(name, onnx_file, data, paths, reference, os.path.join(args.work, name, "speed"),
+                                  threads=int(os.environ.get("OMP_NUM_THREADS", 2)), rounds=args.rounds)
+        print("  speed: {}".format(json.dumps(record["speed"]["rows"])), flush=True)
     return record
 
 
-def markdown(records):
-    lines = ["| model | images | objects | package finds | trtkit precision | F1@0.5 vs package | mean IoU | "
-             "mean score shift | objects package / trtkit | ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|"]
+def markdown(records, cpu=None):
+    lines = ["CPU: {}".format(cpu) if cpu else "", "",
+             "| model | images | objects | package finds | trtkit precision (variant) | F1@0.5 vs package | mean IoU | "
+             "mean score shift | objects package / trtkit | mAP@[.5:.95] generated boxes (FP32) | "
+             "ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in records:
         head = "| {} | {} | {} | {:.1%} ".format(r["model"], r["images"], r["objects"], r["package_recall"])
         if not r["trtkit"]:
-            lines.append(head + "| - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
+            lines.append(head + "| - | - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
         for precision, f in r["trtkit"].items():
             if "error" in f:
-                lines.append(head + "| {} | error: {} | | | | |".format(precision, f["error"][:120].replace("|", "/")))
+                lines.append(head + "| {} | error: {} | | | | | |".format(precision, f["error"][:120].replace("|", "/")))
                 continue
-            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {:.1f} / {:.1f} |".format(
-                precision, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
-                f["found"], r["reference_ms_per_image"], f["ms_per_image"]))
+            variant = precision if f.get("artifact", "").endswith("." + precision) else "{} ({})".format(
+                precision, f.get("artifact", "").split(".", 1)[-1])
+            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
+                variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
+                f["found"], fmt(f.get("map"), ".3f"), fmt(f.get("reference_map"), ".3f"),
+                r["reference_ms_per_image"], f["ms_per_image"]))
+    speed = [r for r in records if r.get("speed")]
+    if speed:
+        lines += ["", "Speed (one interleaved run per model, network + the same host selection; img/s median "
+                  "of rounds; x NNCF: median of per-round ratios; this shared machine moves 10-30%)", "",
+                  "| model | row | F1 vs package | mean score shift | img/s batch 1 | x NNCF | img/s batch 8 | x NNCF |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in speed:
+            rows = {}
+            for row in r["speed"]["rows"]:
+                rows.setdefault(row["runtime"], {})[row["batch"]] = row
+            for text, by in rows.items():
+                one, eight = by.get(1, {}), by.get(8, {})
+                lines.append("| {} | {} | {:.3f} | {} | {} | {} | {} | {} |".format(
+                    r["model"], text, one.get("f1", 0.0), fmt(one.get("mean_score_shift"), ".4f"),
+                    one.get("img_per_s"), one.get("vs_nncf_int8"), eight.get("img_per_s"), eight.get("vs_nncf_int8")))
     return "\n".join(lines) + "\n"
 
 
@@ -232,6 +263,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="fp32,fp16,int8")
     parser.add_argument("--no-trtkit", action="store_true", help="only fetch, generate and run the reference")
+    parser.add_argument("--speed", action="store_true", help="also time trtkit's auto choice (backend auto) "
+                        "against ONNX Runtime / OpenVINO FP32 and NNCF INT8 (benchmarks/real_models/det_speed.py)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved timing rounds for --speed")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "real_detectors"))
     parser.add_argument("--work", default="/tmp/trtkit-real-detectors", help="trtkit build folders")
     args = parser.parse_args(argv)
@@ -246,13 +280,17 @@ def main(argv=None):
         except FetchError as exc:
             print("{}: {}".format(name, exc))
             failed += 1
+    from benchmarks.common import cpu_description
+    cpu = cpu_description()
+    cpu_text = "{} ({} logical cores; {})".format(cpu["model"], cpu["logical_cores"], ", ".join(
+        flag for flag, present in sorted(cpu["flags"].items()) if present) or "no VNNI/AMX flags")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "real_detectors.json"), "w") as handle:
         json.dump({"command": "python benchmarks/real_detectors.py " + " ".join(argv or sys.argv[1:]),
-                   "models": records}, handle, indent=1)
+                   "cpu": cpu, "models": records}, handle, indent=1)
     with open(os.path.join(args.out, "real_detectors.md"), "w") as handle:
-        handle.write(markdown(records))
-    print(markdown(records))
+        handle.write(markdown(records, cpu_text))
+    print(markdown(records, cpu_text))
     return 1 if failed else 0
 
 
