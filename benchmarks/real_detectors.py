@@ -232,8 +232,8 @@ def markdown(records, cpu=None):
             if "error" in f:
                 lines.append(head + "| {} | error: {} | | | | | |".format(precision, f["error"][:120].replace("|", "/")))
                 continue
-            variant = precision if f.get("artifact", "").endswith("." + precision) else "{} ({})".format(
-                precision, f.get("artifact", "").split(".", 1)[-1])
+            suffix = (f.get("artifact") or "").split(".", 1)[-1]
+            variant = precision if not suffix or precision.startswith(suffix) else "{} ({})".format(precision, suffix)
             lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
                 variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
                 f["found"], fmt(f.get("map"), ".3f"), fmt(f.get("reference_map"), ".3f"),
