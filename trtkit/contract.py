@@ -46,6 +46,9 @@ class InputContract(object):
     (the height to the input's, the width by the aspect ratio and squashed when
     wider, pad right: PaddleOCR's text lines), ``letterbox`` (keep the aspect ratio, fit inside, centred on
     grey 114: ultralytics' YOLO) or ``stretch`` (plain resize). ``class_names`` (optional) name the outputs.
+    ``pad_value``: the pixel value (0-255, normalized as the image) the padded part holds instead, for models
+    trained on a grey canvas (YOLOX and ddddocr paste the image top-left on 114: fed zeros, ddddocr's captchas
+    lose 5% of its characters); None: zeros after normalization for pad/height, 114 for letterbox.
 
     ``layout`` and ``input_dtype`` record the model's *own* input (a Keras model's
     NHWC, a uint8 pixel input): trtkit's artifacts always take NCHW float32, the
@@ -55,7 +58,7 @@ class InputContract(object):
 
     def __init__(self, size=224, mean=None, std=None, channels=3, channel_order="rgb",
                  pixel_scale=1.0, resize="crop", class_names=None, layout="nchw", input_dtype="float32",
-                 resize_filter="pil", exif_orientation="ignore"):
+                 resize_filter="pil", exif_orientation="ignore", pad_value=None):
         self.height, self.width = parse_size(size)
         self.channels = int(channels)
         if self.channels not in (1, 3):
@@ -83,6 +86,10 @@ class InputContract(object):
         if self.exif_orientation not in EXIF_ORIENTATIONS:
             raise InputError("unknown EXIF orientation handling '{}'".format(exif_orientation),
                              hint="use ignore or apply")
+        self.pad_value = None if pad_value is None else float(pad_value)
+        if self.pad_value is not None and not 0.0 <= self.pad_value <= 255.0:
+            raise InputError("--pad-value is a pixel value 0-255, got {:g}".format(self.pad_value),
+                             hint="114 for YOLOX's grey canvas; leave it out for zeros after normalization")
         self.class_names = list(class_names) if class_names is not None else None
         self.layout = str(layout).lower()
         if self.layout not in LAYOUTS:
@@ -118,7 +125,8 @@ class InputContract(object):
                 "channels": self.channels, "channel_order": self.channel_order, "mean": list(self.mean),
                 "std": list(self.std), "pixel_scale": self.pixel_scale, "resize": self.resize,
                 "class_names": self.class_names, "layout": self.layout, "input_dtype": self.input_dtype,
-                "resize_filter": self.resize_filter, "exif_orientation": self.exif_orientation}
+                "resize_filter": self.resize_filter, "exif_orientation": self.exif_orientation,
+                "pad_value": self.pad_value}
 
     @classmethod
     def from_dict(cls, data):
@@ -133,7 +141,7 @@ class InputContract(object):
                    resize=data.get("resize", "crop"), class_names=data.get("class_names"),
                    layout=data.get("layout", "nchw"), input_dtype=data.get("input_dtype", "float32"),
                    resize_filter=data.get("resize_filter", "pil"),
-                   exif_orientation=data.get("exif_orientation", "ignore"))
+                   exif_orientation=data.get("exif_orientation", "ignore"), pad_value=data.get("pad_value"))
 
     def preprocessing_key(self):
         """What changes the pixels a model gets (class names excluded; layout and input type too, as trtkit's
@@ -141,7 +149,7 @@ class InputContract(object):
         record = self.to_dict()
         for name in ("class_names", "layout", "input_dtype"):
             record.pop(name)
-        for name, default in (("resize_filter", "pil"), ("exif_orientation", "ignore")):
+        for name, default in (("resize_filter", "pil"), ("exif_orientation", "ignore"), ("pad_value", None)):
             if record[name] == default:  # the keys made before the field existed stay valid
                 record.pop(name)
         return repr(sorted(record.items()))
@@ -387,6 +395,9 @@ FIELDS = (
                "PIL transforms; default) or opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite, "
                "MediaPipe and OpenCV-based packages feed their models, and for one channel cv2.imread's grey; match "
                "the model's own pipeline)"),
+    Field("pad_value", parse=float, type=float, metavar="V",
+          help="the pixel value (0-255) padding holds for pad, height and letterbox, normalized as the image "
+               "(default: zeros after normalization; letterbox 114): 114 for YOLOX-style models pasted on grey"),
     Field("exif_orientation", choices=list(EXIF_ORIENTATIONS),
           help="a photo's EXIF orientation tag: ignore (the pixels as stored, as PIL and torchvision's loaders; "
                "default) or apply (turned upright, as OpenCV's imread: match the model's own pipeline)"),

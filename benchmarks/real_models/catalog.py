@@ -39,6 +39,8 @@ class Contract:
     layout: str = "NCHW"                  # of the ONNX input as shipped/converted
     dtype: str = "float32"
     dynamic_hw: bool = False
+    resize_filter: str = "pil"            # "opencv" for packages that resize with cv2.resize (INTER_LINEAR)
+    pad_value: Optional[float] = None     # the pixel value a padded canvas holds (YOLOX: 114); None: zeros
 
     def cli_args(self):
         """The ``trtkit build`` flags for this contract (strings, in argv form)."""
@@ -46,13 +48,16 @@ class Contract:
             return ",".join(repr(float(v)) if float(v) != int(v) else str(int(v)) for v in values)
         return ["--input-size", "{}x{}".format(*self.size), "--channels", str(self.channels),
                 "--channel-order", self.channel_order, "--mean", join(self.mean), "--std", join(self.std),
-                "--pixel-scale", "255.0" if self.pixel_scale == 255.0 else "1.0", "--resize", self.resize]
+                "--pixel-scale", "255.0" if self.pixel_scale == 255.0 else "1.0", "--resize", self.resize] + \
+            (["--resize-filter", self.resize_filter] if self.resize_filter != "pil" else []) + \
+            (["--pad-value", "{:g}".format(self.pad_value)] if self.pad_value is not None else [])
 
     def kwargs(self):
         """The same contract as keyword arguments of ``trtkit.build`` / ``InputContract``."""
         return {"size": tuple(self.size), "channels": self.channels, "channel_order": self.channel_order,
                 "mean": list(self.mean), "std": list(self.std), "pixel_scale": self.pixel_scale,
-                "resize": self.resize}
+                "resize": self.resize, **({"resize_filter": self.resize_filter} if self.resize_filter != "pil" else {}),
+                **({"pad_value": self.pad_value} if self.pad_value is not None else {})}
 
 
 @dataclass(frozen=True)

@@ -151,10 +151,12 @@ def placement(size, contract):
 
 def fill_values(contract):
     """float32 (C,) the padded part of an input holds: 0 (after normalization) for ``pad`` and ``height``, grey
-    114 normalized as the image for ``letterbox``."""
-    if contract.resize != "letterbox":
+    114 normalized as the image for ``letterbox``; ``contract.pad_value`` (a pixel value) normalized as the
+    image when given, as YOLOX's canvas of 114 under a top-left paste."""
+    value = getattr(contract, "pad_value", None)
+    if value is None and contract.resize != "letterbox":
         return np.zeros(contract.channels, dtype=np.float32)
-    grey = LETTERBOX_GREY * (contract.pixel_scale / 255.0)
+    grey = (LETTERBOX_GREY if value is None else value) * (contract.pixel_scale / 255.0)
     return ((grey - np.asarray(contract.mean, dtype=np.float64)) / np.asarray(contract.std)).astype(np.float32)
 
 

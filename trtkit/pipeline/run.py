@@ -348,6 +348,7 @@ def _build_into(options, folder):
     manifest["data"] = data
     manifest["export"] = _export(state)
     manifest["backend"] = {"name": backend.name, "reason": why}
+    options.calibration = options.calibration.for_task(tasks.of(state.source.info.get("task")))  # its own ranges
     manifest["options"] = options.to_dict(backend.name)
     state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
                                default_batch=options.default_batch, work_dir=folder.staging,

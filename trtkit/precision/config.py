@@ -28,10 +28,11 @@ class CalibrationConfig(Options):
     for CPUs without VNNI; see ``trtkit.cpuinfo``).
     """
 
-    def __init__(self, method=DEFAULT_METHOD, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
+    def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
                  cpu_isa="auto"):
-        self.method = check_method(method)
+        self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
+        self.method = check_method(DEFAULT_METHOD if method is None else method)
         self.images = int(images)
         self.batch = int(batch)
         self.percentile = float(percentile)
@@ -54,6 +55,22 @@ class CalibrationConfig(Options):
         """The calibration image source, else ``default`` (the build's verification source)."""
         return self.data if self.data is not None else default
 
+    def for_task(self, task):
+        """This config with ``task``'s own range method (``Task.calibration_method``) when none was given."""
+        wanted = getattr(task, "calibration_method", None)
+        if self.method_given or not wanted or wanted == self.method:
+            return self
+        import copy
+        resolved = copy.copy(self)
+        resolved.method = check_method(wanted)
+        return resolved
+
+    def to_keywords(self):
+        values = Options.to_keywords(self)
+        if not self.method_given:  # a method left to the task stays so through a round trip
+            values["calib_method"] = None
+        return values
+
     def to_dict(self):
         return {"method": self.method, "images": self.images, "batch": self.batch,
                 "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
@@ -74,7 +91,8 @@ class CalibrationConfig(Options):
         Field("calib_images", "images", type=int, metavar="N",
               help="calibration images, drawn seeded from the train split (default: {})".format(DEFAULT_CALIB_IMAGES)),
         Field("calib_method", "method", choices=list(METHODS),
-              help="range method per activation: entropy (default): TensorRT's EntropyCalibration2 KL cut where it "
+              help="range method per activation (default: entropy; minmax for detectors, whose objects live in "
+                   "the activations' tails); entropy: TensorRT's EntropyCalibration2 KL cut where it "
                    "is sound, and the MSE-optimal range where the KL cut is degenerate (it clips over 1%% of the "
                    "values: tensors that never come near zero, e.g. hardsigmoid or offset outputs); the calibration "
                    "report and the manifest count which rule gave each range; mse: the range with the least INT8 "

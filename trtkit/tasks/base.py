@@ -70,6 +70,7 @@ class Task(object):
     comparison = None
     sample = None
     predict = None
+    calibration_method = None  # INT8 ranges when --calib-method is not given (None: the calibration default)
 
     # ------------------------------------------------------------ recognising a model
     def recognises(self, dims):
