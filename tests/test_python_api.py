@@ -126,7 +126,8 @@ def _build_parser():
 # Constructor parameters that are no flag, and why (a new parameter must be given a Field, or a reason here).
 NOT_FLAGS = {
     "BuildOptions": {"source", "calibration", "tensorrt", "search"},  # its parts: their fields are its flags
-    "ModelOptions": {"input_size"},  # a shortcut of input={"size": ...}, which the --input-size field sets
+    # input_size: a shortcut of input={"size": ...}, which the --input-size field sets; foreign: its part
+    "ModelOptions": {"input_size", "foreign"},
     "CalibrationConfig": {"seed"},  # fixed for repeatable calibrations; the manifest records it
     "SearchConfig": {"methods"},  # the calibration methods the search tries: not a user choice yet
 }
@@ -139,7 +140,11 @@ def test_every_build_flag_has_an_api_keyword_and_the_reverse():
     import inspect
     from trtkit.contract import FIELDS as CONTRACT_FIELDS, InputContract
     from trtkit.pipeline.options import BuildOptions
-    objects = [BuildOptions] + [part for _, part in BuildOptions.PARTS]
+    objects, parts = [], [BuildOptions]
+    while parts:  # the option objects and their parts, nested ones too (ModelOptions' DecoderOptions)
+        cls = parts.pop(0)
+        objects.append(cls)
+        parts.extend(part for _, part in cls.PARTS)
     keywords = BuildOptions.keywords()
     assert len(keywords) == len(set(keywords)), "a keyword declared by two option objects"
     assert set(keywords) == set(k for cls in objects for k in (f.keyword for f in cls.FIELDS))
