@@ -90,13 +90,14 @@ class DecoderOptions(Options):
 def input_hw(model, size):
     """(H, W) of the graph's image input: its static sizes, else ``size`` (``--input-size``), which the
     graph's input is then fixed to; one line otherwise. NHWC inputs (channels last: 1 or 3) are read as such."""
+    from trtkit.onnx.layout import is_nhwc
     from trtkit.onnx.normalize import dims_of, graph_inputs
     inputs = graph_inputs(model)
     dims = dims_of(inputs[0]) if len(inputs) == 1 else []
     if len(dims) != 4:
         raise InputError("a detector's ONNX has one 4-D image input; this one has {}".format(
             ", ".join("'{}' {}".format(i.name, dims_of(i)) for i in inputs)))
-    axes = (1, 2) if dims[3] in (1, 3) and dims[1] not in (1, 3) else (2, 3)
+    axes = (1, 2) if is_nhwc(model) else (2, 3)
     found = (dims[axes[0]], dims[axes[1]])
     if all(isinstance(d, int) for d in found):
         if size is not None and tuple(size) != found:

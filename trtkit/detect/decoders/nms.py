@@ -104,7 +104,7 @@ class Nms(object):
         ``given`` over what was read from the graph (the family's parameters) and ``dropped``: the outputs
         and the node count the cut removed. One ``InputError`` line when there is no NMS to cut at."""
         from trtkit.onnx.load import keep_outputs
-        from trtkit.onnx.normalize import dims_of, graph_inputs
+        from trtkit.onnx.layout import is_nhwc
         check_known(given, PARAMS, self.name)
         nodes = find(model)
         if not nodes:
@@ -116,9 +116,7 @@ class Nms(object):
         nms = nodes[0]
         read = {"boxes": nms.input[0], "scores": nms.input[1], "class_agnostic": False}
         read["center_point_box"] = int(next((a.i for a in nms.attribute if a.name == "center_point_box"), 0))
-        dims = dims_of(graph_inputs(model)[0])
-        last = len(dims) == 4 and dims[3] in (1, 3) and dims[1] not in (1, 3)
-        read["order"] = "yxyx" if last else "xyxy"
+        read["order"] = "yxyx" if is_nhwc(model) else "xyxy"  # TensorFlow's corners for its channels-last graphs
         for index, key, default in ((2, "max_output_boxes_per_class", 0), (3, "iou_threshold", 0.0),
                                     (4, "score_threshold", None)):
             name = nms.input[index] if len(nms.input) > index else ""
