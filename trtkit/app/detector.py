@@ -134,8 +134,15 @@ class Detector(LoadedModel):
 
     def _check_task(self):
         super(Detector, self)._check_task()
+        from trtkit.detect import host_decoder
         from trtkit.detect.raw import BOX_COLUMNS, classes_of
         shape = self.output_shape
+        if host_decoder.is_host(self.build_head):  # the packed raw heads the user's function decodes
+            expected = host_decoder.packed_size(self.build_head.decoder["params"])
+            if shape not in ([expected], [None]):
+                raise InputError("{} outputs {} per image; its decoder reads {} raw values".format(
+                    self.path, "x".join(str(d) for d in shape), expected), hint="rebuild it with this trtkit")
+            return
         if len(shape) != 2:
             raise InputError("{} outputs {} per image; a detector outputs [anchors, 4 + classes]".format(
                 self.path, "x".join(str(d) for d in shape) or "a scalar"), hint="rebuild it with this trtkit")
@@ -171,8 +178,20 @@ class Detector(LoadedModel):
 
     # ------------------------------------------------------------ running
     def decoded(self, inputs):
-        """The raw output ``[N, A, 4 + C]`` (float32): boxes in the model input's pixels, class probabilities."""
-        return self.logits(inputs)
+        """The raw output ``[N, A, 4 + C]`` (float32): boxes in the model input's pixels, class probabilities
+        (for a build decoded by the user's Python function, that function's answer)."""
+        from trtkit.detect.host_decoder import decoded
+        return decoded(self.logits(inputs), self.build_head, (self.contract.height, self.contract.width))
+
+    def use_decoder(self, function):
+        """Decode with ``function`` (a build whose decoder is the user's Python function, which could not be
+        imported by the name it was built with: a lambda, a closure); returns self."""
+        from trtkit.detect import host_decoder
+        if not host_decoder.is_host(self.build_head):
+            raise InputError("{} is decoded in its graph; decoder= is for a build made with --decoder "
+                             "module:function".format(self.path), hint="drop decoder=")
+        host_decoder.provide(self.build_head.decoder["params"]["function"], function)
+        return self
 
     def predict(self, inputs, **options):
         """Per input its ``ImageDetections`` (see the class doc); ``options``: ``DetectionOptions``' keywords

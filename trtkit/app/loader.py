@@ -10,8 +10,10 @@ artifact's output shape).
 This module is imported by ``import trtkit``: it needs only numpy at import time.
 """
 
+from trtkit.errors import InputError
 
-def load(path, precision=None, backend=None, batch_size=None):
+
+def load(path, precision=None, backend=None, batch_size=None, decoder=None):
     """Load a built artifact for inference: ``path`` is a build folder, its manifest.json, or one artifact.
 
     From a build: ``precision``'s artifact, else the manifest's chosen one, else the fastest that passed
@@ -19,10 +21,21 @@ def load(path, precision=None, backend=None, batch_size=None):
     ``batch_size``: the most images per run (kept inside the artifact's batch range; default 32).
     Returns a ``Classifier`` for a classification model, a ``Segmenter`` for a segmentation one, a ``Detector``
     for a detection build (its runner already loaded). InputError for a missing path, a folder without a
-    manifest, a precision the build does not have.
+    manifest, a precision the build does not have. ``decoder``: for a detector built with the user's own Python
+    decoder (``--decoder module:function``), the function, where its name does not import here.
     """
     from trtkit.app.locate import locate
-    return open_target(locate(path, precision, backend), batch_size)
+    model = open_target(locate(path, precision, backend), batch_size)
+    if decoder is not None:
+        try:
+            if not hasattr(model, "use_decoder"):
+                raise InputError("{} is no detector: decoder= is for a detector built with --decoder "
+                                 "module:function".format(path), hint="drop decoder=")
+            model.use_decoder(decoder)
+        except BaseException:
+            model.close()
+            raise
+    return model
 
 
 def open_target(target, batch_size=None):

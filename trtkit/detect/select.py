@@ -56,8 +56,10 @@ def select(boxes, scores, head, level_sizes=None):
 
 
 def select_decoded(decoded, head, height, width):
-    """``select`` of a ``decoded`` ``[N, A, 4 + C]`` array (``raw``) from a ``height`` x ``width`` input."""
-    boxes, scores = split(decoded, head.num_classes)
+    """``select`` of a ``decoded`` ``[N, A, 4 + C]`` array (``raw``) from a ``height`` x ``width`` input; for a
+    head decoded on the host by the user's function, its packed raw heads (``detect.host_decoder``)."""
+    from trtkit.detect.host_decoder import decoded as host_decoded
+    boxes, scores = split(host_decoded(decoded, head, (height, width)), head.num_classes)
     return select(boxes, scores, head, head.level_sizes(height, width))
 
 

@@ -247,7 +247,10 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
     if sums:
         notes.append("{} two-input Sum node(s) are Add".format(sums))
     model = _with_map_channels(_with_output_shape(norm.infer_shapes(model)))
-    task = onnx_layout.check_task(model, task)
+    if detection_metadata(model) is not None and tasks.parse(task or tasks.DETECTION.name) == tasks.DETECTION:
+        task = tasks.DETECTION  # trtkit's head says so, whatever the output (host-decoded raw heads are [N, K])
+    else:
+        task = onnx_layout.check_task(model, task)
     if task.flat:  # class scores: a pooled [N, C, 1, 1] output becomes [N, C]
         flattened = onnx_layout.flatten_output(model)
         if flattened:

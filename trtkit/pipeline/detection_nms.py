@@ -19,7 +19,11 @@ from trtkit import log
 def place_nms(backend, onnx_path, head, path):
     """(the ONNX to build for ``backend``, the manifest's ``nms`` record): ``onnx_path`` itself when the host
     selects, else a copy with ``detect.onnx_nms`` appended (``decoded`` kept first) written to ``path``."""
+    from trtkit.detect.host_decoder import is_host
     where, why = backend.nms_placement()
+    if is_host(head):  # the graph ends before decoding: its decoder, and so NMS, run on the host
+        where, why = "host", "the decoder is a Python function ({}), run on the host after the network".format(
+            head.decoder["params"]["function"])
     record = {"placement": where, "reason": why, "postprocessing": head.postprocessing.to_dict()}
     if where != "graph":
         if (head.decoder or {}).get("family") == "nms":  # the user's graph had its NMS inside: say where it went

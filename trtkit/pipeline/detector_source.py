@@ -40,8 +40,9 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
         raise InputError("{} has no trtkit detection head in its metadata: trtkit builds the detectors it "
                          "exported itself, whose head (anchors, classes, NMS parameters) it recorded, and "
                          "other graphs through a decoder of their raw outputs".format(options.onnx),
-                         hint="pass --decoder {} (docs/detection.md, foreign detectors), or build from the "
-                              "checkpoint (--checkpoint FILE --task detection)".format("|".join(raw_names())))
+                         hint="pass --decoder {} or your own, --decoder file.py:function (docs/detection.md, foreign "
+                              "detectors), or build from the checkpoint (--checkpoint FILE --task detection)".format(
+                                  "|".join(raw_names())))
     return None, onnx_path
 
 

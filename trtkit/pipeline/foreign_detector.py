@@ -15,7 +15,7 @@ ones, which the copy then fixes); ``--image-sizes`` is refused.
 import os
 
 from trtkit import log
-from trtkit.detect import decoders
+from trtkit.detect import decoders, host_decoder
 from trtkit.errors import InputError
 from trtkit.keywords import Field, Options
 
@@ -38,11 +38,13 @@ class DecoderOptions(Options):
     GROUP = ("foreign detectors", "an --onnx detector whose graph ends in raw heads (no trtkit head in its "
                                   "metadata): decoded in the graph by a decoder family (docs/detection.md)")
     FIELDS = (
-        Field("decoder", choices=decoders.names(),
-              help="the decoder family of the graph's raw outputs: yolo (ultralytics [N, 4 + C, A] or [N, A, 5 + "
+        Field("decoder", metavar="FAMILY|module:function",
+              help="the decoder of the graph's raw outputs: yolo (ultralytics [N, 4 + C, A] or [N, A, 5 + "
                    "C]), dfl (GFL/DFL distance distributions: PP-PicoDet, YOLOv8 raw heads), priors (offsets "
                    "against anchors: SSD, RetinaNet, BlazeFace), nms (a graph with NonMaxSuppression inside: cut "
-                   "at its boxes and scores; the default for --task detection on such a graph)"),
+                   "at its boxes and scores; the default for --task detection on such a graph), or your own "
+                   "Python function, module:function or file.py:function, called as decode(outputs, (H, W)) -> "
+                   "(boxes [N, A, 4], scores [N, A, C]) on the host after the network"),
         Field("decoder_param", "params", action="append", metavar="KEY=VALUE",
               help="a decoder parameter, repeated (read from the graph where it can be: strides, reg_max, "
                    "layouts, activation), e.g. anchors=anchors.npy, variances=1,1,1,1, boxes=NAME"),
@@ -59,8 +61,12 @@ class DecoderOptions(Options):
 
     def __init__(self, decoder=None, params=None, score_threshold=None, nms_iou=None, max_detections=None,
                  class_agnostic=None):
-        self.decoder = decoders.family(decoder).name if decoder is not None else None
+        self.decoder = host_decoder.register(decoder) if host_decoder.is_reference(decoder) else \
+            decoders.family(decoder).name if decoder is not None else None
         self.params = decoders.parse_params(params)
+        if self.params and self.host:
+            raise InputError("--decoder-param is for the built-in decoders; {} reads what it needs itself".format(
+                self.decoder), hint="drop --decoder-param")
         self.score_threshold = score_threshold
         self.nms_iou = nms_iou
         self.max_detections = max_detections
@@ -70,6 +76,11 @@ class DecoderOptions(Options):
         if self.decoder is None and self.given:
             raise InputError("--decoder-param and the head's thresholds need --decoder",
                              hint="pass --decoder " + "|".join(decoders.names()))
+
+    @property
+    def host(self):
+        """Whether the decoder is the user's Python function (``detect.host_decoder``), run on the host."""
+        return host_decoder.is_reference(self.decoder)
 
     @property
     def given(self):
@@ -172,6 +183,17 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     return model, family, params, size
 
 
+def host_graph(model, reference, size=None):
+    """(``model`` ending in ``raw_heads``, the host decoder's parameters, (H, W)): a foreign detector's raw
+    outputs packed for the user's function (``detect.host_decoder``), which is called once here on a zero
+    image's outputs, so a function that raises or answers the wrong shapes is refused before anything is built."""
+    from trtkit.onnx.normalize import strip_initializer_inputs
+    strip_initializer_inputs(model)
+    size = input_hw(model, size)
+    model, values = _with_output_shapes(model)
+    return model, host_decoder.pack_graph(model, values, reference, size), size
+
+
 def check_stride(params, size):
     """Refuse an input smaller than the largest stride of a family's levels (``strides``, given or read, or
     each level's):
@@ -198,17 +220,24 @@ def adapt(options, onnx_path, work_dir, name, decoder=None):
     if options.image_sizes:
         raise InputError("--image-sizes is not available for a foreign detector: its anchors are laid out for one "
                          "input size", hint="drop --image-sizes")
-    model, family, params, size = decode_graph(load_onnx(onnx_path), decoder or chosen.decoder, chosen.params,
-                                               options.input_size)
-    post = PostProcessing(per_level=False, **chosen.postprocessing(family.postprocessing(params)))
-    head = DetectionHead(params["num_classes"], post, background=family.background(params),
-                         decoder=decoders.DecoderSpec(family.name, params).to_dict())
+    if decoder is None and chosen.host:
+        model, params, size = host_graph(load_onnx(onnx_path), chosen.decoder, options.input_size)
+        family = host_decoder
+        post = PostProcessing(per_level=False, **chosen.postprocessing(dict(host_decoder.POSTPROCESSING)))
+        head = DetectionHead(params["num_classes"], post, decoder=decoders.DecoderSpec(host_decoder.FAMILY,
+                                                                                        params).to_dict())
+    else:
+        model, family, params, size = decode_graph(load_onnx(onnx_path), decoder or chosen.decoder, chosen.params,
+                                                   options.input_size)
+        post = PostProcessing(per_level=False, **chosen.postprocessing(family.postprocessing(params)))
+        head = DetectionHead(params["num_classes"], post, background=family.background(params),
+                             decoder=decoders.DecoderSpec(family.name, params).to_dict())
     set_detection_metadata(model, head)
     path = os.path.join(work_dir, "{}.decoded.onnx".format(name))
     with atomic_path(path) as tmp:
         onnx.save(model, tmp)
     log.info("{}: decoded by the {} decoder ({}), {} classes at {}x{}; post-processing {}".format(
-        os.path.basename(onnx_path), family.name, ", ".join("{}={}".format(k, v) for k, v in sorted(params.items())
-                                                             if k not in ("levels",)),
+        os.path.basename(onnx_path), getattr(family, "name", host_decoder.FAMILY),
+        ", ".join("{}={}".format(k, v) for k, v in sorted(params.items()) if k not in ("levels", "outputs")),
         params["num_classes"], size[0], size[1], post))
     return head.to_dict(), path

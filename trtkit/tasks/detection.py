@@ -123,6 +123,14 @@ class Detection(Task):
         says what it holds and the selection the client runs after it, with the build's head (``info``)."""
         from trtkit.detect.onnx_nms import OUTPUTS
         output, others = io.outputs[0], [o.name for o in io.outputs[1:]]
+        decoder = ((info or {}).get("detection") or {}).get("decoder") or {}
+        from trtkit.detect.host_decoder import FAMILY as HOST_DECODED
+        if decoder.get("family") == HOST_DECODED:  # the graph ends in its raw heads, packed
+            return ("\ndetection: '{}' holds the raw outputs {} per image, each flattened, one after the other; "
+                    "the client splits them, decodes them with {} and selects the detections (the build's "
+                    "manifest, model.detection, says how; trtkit.load does all of it)").format(
+                        output.name, ", ".join("'{}' {}".format(name, dims) for name, dims in
+                                               decoder["params"]["outputs"]), decoder["params"]["function"])
         if len(output.dims) != 3 or (others and others != list(OUTPUTS)):
             raise InputError("{}: the build is a detector but its outputs {} are not one [N, anchors, 4 + classes] "
                              "tensor (and the graph's NMS outputs)".format(

@@ -43,7 +43,7 @@ def family(name):
     """The decoder called ``name``; unknown names are refused with the list."""
     found = FAMILIES.get(str(name).strip().lower())
     if found is None:
-        raise InputError("unknown decoder '{}'".format(name), hint="use one of " + "|".join(names()))
+        raise InputError("unknown decoder '{}'".format(name), hint="use one of " + "|".join(names()) + ", or your own Python function: module:function")
     return found
 
 
