@@ -383,19 +383,8 @@ def test_the_trained_sample_cut_before_decoding_builds_with_priors_and_finds_wha
     ``torch.onnx.export`` restores its module's training mode, and a wrapper is built training, so a probe after
     it would run the sample's BatchNorms on batch statistics (and move their running ones)."""
     import trtkit
-    from trtkit.data.shape_boxes import draw_shape_boxes
-    from trtkit.models.sample import sample_detection_model
-    model = sample_detection_model()[0].eval()
+    model, images, expected, anchors, path = sample_raw(tmp_path)
     contract, post = model.input_contract, model.postprocessing
-    images, _ = draw_shape_boxes(24, seed=321)
-    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
-    batch = (batch - torch.tensor(contract.mean).view(1, 3, 1, 1)) / torch.tensor(contract.std).view(1, 3, 1, 1)
-    with torch.no_grad():
-        expected = model(batch)
-        features = model.backbone(torch.zeros(1, 3, 128, 128))
-        anchors = model.anchor_generator((128, 128), [f.shape[-2:] for f in features])[0].numpy()
-    path = _export_raw(model, tmp_path)
-    assert not model.training
     anchors_path = str(tmp_path / "anchors.npy")
     centres = np.concatenate([(anchors[:, :2] + anchors[:, 2:]) / 2, anchors[:, 2:] - anchors[:, :2]], 1) / 128.0
     np.save(anchors_path, centres)
@@ -419,6 +408,25 @@ def test_the_trained_sample_cut_before_decoding_builds_with_priors_and_finds_wha
     assert scores["int8"] >= 0.95  # INT8's network moves scores; the decoding stays float
     fp32 = [a for a in result.manifest["artifacts"] if a["precision"] == "fp32"][0]
     assert fp32["verify"]["map50"] > 0.5  # a real detector after the foreign build
+
+
+def sample_raw(tmp_path):
+    """(the detection sample, 24 drawn images, its own detections of them, its anchors x1 y1 x2 y2 [A, 4], its
+    raw export's path)."""
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    from trtkit.models.sample import sample_detection_model
+    model = sample_detection_model()[0].eval()
+    contract = model.input_contract
+    images, _ = draw_shape_boxes(24, seed=321)
+    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
+    batch = (batch - torch.tensor(contract.mean).view(1, 3, 1, 1)) / torch.tensor(contract.std).view(1, 3, 1, 1)
+    with torch.no_grad():
+        expected = model(batch)
+        features = model.backbone(torch.zeros(1, 3, 128, 128))
+        anchors = model.anchor_generator((128, 128), [f.shape[-2:] for f in features])[0].numpy()
+    path = _export_raw(model, tmp_path)
+    assert not model.training
+    return model, images, expected, anchors, path
 
 
 def _export_raw(model, tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from test_foreign_decoders import _f1, sample_raw
 from trtkit.errors import InputError
 
 torch = pytest.importorskip("torch")
@@ -128,55 +129,15 @@ def test_the_cli_names_a_failing_decoder_file_in_one_line_before_building(tmp_pa
     assert not out.exists() or not any(out.iterdir())
 
 
-class RawRetinaNet(torch.nn.Module):
-    """trtkit's detection sample cut before its decoding: (box regressions [N, A, 4], class logits [N, A, C])."""
-
-    def __init__(self, model):
-        super(RawRetinaNet, self).__init__()
-        self.model = model
-
-    def forward(self, images):
-        logits, regressions = self.model.head(self.model.backbone(images))
-        return regressions, logits
-
-
-def _f1(found, expected, score=0.3):
-    from trtkit.detect.agreement import box_iou
-    matched = total_found = total_expected = 0
-    for mine, theirs in zip(found, expected):
-        keep, ref_keep = mine.scores >= score, theirs["scores"].numpy() >= score
-        boxes, labels = mine.boxes[keep], mine.labels[keep]
-        ref_boxes, ref_labels = theirs["boxes"].numpy()[ref_keep], theirs["labels"].numpy()[ref_keep]
-        total_found, total_expected = total_found + len(boxes), total_expected + len(ref_boxes)
-        if len(boxes) and len(ref_boxes):
-            iou = box_iou(boxes, ref_boxes) * (labels[:, None] == ref_labels[None, :])
-            matched += int(((iou >= 0.5).sum(axis=1) > 0).sum())
-    assert total_expected > 20
-    return 2.0 * matched / max(1, total_found + total_expected)
-
-
 def test_the_trained_sample_built_with_a_users_decoder_file_finds_what_it_finds(tmp_path):
     """FP32 and INT8 built through ``decoder="file.py:decode"``: NMS on the host on ONNX Runtime too, the
     detections the sample's own (F1 >= 0.99 FP32); loaded again by the name in the manifest alone, and with
     ``decoder=`` given a function that finds nothing, nothing is found (the function given is the one used)."""
     import trtkit
     import trtkit.deps
-    from trtkit.data.shape_boxes import draw_shape_boxes
     from trtkit.detect import host_decoder
-    from trtkit.models.sample import sample_detection_model
-    model = sample_detection_model()[0].eval()
+    model, images, expected, anchors, path = sample_raw(tmp_path)
     contract, post = model.input_contract, model.postprocessing
-    images, _ = draw_shape_boxes(24, seed=321)
-    batch = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).float() / 255.0
-    batch = (batch - torch.tensor(contract.mean).view(1, 3, 1, 1)) / torch.tensor(contract.std).view(1, 3, 1, 1)
-    with torch.no_grad():
-        expected = model(batch)
-        features = model.backbone(torch.zeros(1, 3, 128, 128))
-        anchors = model.anchor_generator((128, 128), [f.shape[-2:] for f in features])[0].numpy()
-    path = str(tmp_path / "retinanet_raw.onnx")
-    torch.onnx.export(RawRetinaNet(model).eval(), torch.zeros(1, 3, 128, 128), path, input_names=["image"],
-                      output_names=["regressions", "logits"], opset_version=17, dynamo=False,
-                      dynamic_axes={"image": {0: "N"}, "regressions": {0: "N"}, "logits": {0: "N"}})
     folder = tmp_path / "user"
     folder.mkdir()
     (folder / "retina_decode.py").write_text(USER_DECODER)
