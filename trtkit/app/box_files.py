@@ -8,7 +8,8 @@ For the whole run, once every image is done:
 
 - ``detections.json``: COCO's results format, ``[{"image_id", "category_id", "bbox": [x, y, w, h], "score"}]``,
   boxes in each image's own pixels (x, y: the top-left corner), ``category_id`` the model's class index (its
-  name: ``images.json``), one detection per line;
+  name: ``images.json``), one detection per line; a face detector's landmarks as COCO's ``keypoints`` (x, y,
+  2 per point);
 - ``images.json``: ``{"images": [{"id", "file_name", "width", "height"}], "categories": [{"id", "name"}]}``, the
   half of a COCO annotation file that names what the ids are.
 
@@ -59,12 +60,16 @@ class BoxWriter(object):
             if self.contract is not None:
                 photo = upright(photo, self.contract)
             texts = ["{} {:.2f}".format(name, score) for name, score in zip(found.names, found.scores)]
-            write_bytes(picture, encode_png(draw_boxes(photo, found.boxes, found.labels, texts)))
+            write_bytes(picture, encode_png(draw_boxes(photo, found.boxes, found.labels, texts, found.landmarks)))
             width, height = photo.size
         self.images.append({"id": image_id, "file_name": path, "width": int(width), "height": int(height)})
-        for bbox, score, label in zip(coco_bboxes(found.boxes, decimals=2), found.scores, found.labels):
+        points = found.landmarks if found.landmarks is not None else [None] * len(found)
+        for bbox, score, label, dots in zip(coco_bboxes(found.boxes, decimals=2), found.scores, found.labels, points):
             self.results.append({"image_id": image_id, "category_id": int(label), "bbox": bbox,
                                  "score": round(float(score), 5)})
+            if dots is not None:  # COCO's keypoint results: x, y, visibility (2: labelled and visible) per point
+                self.results[-1]["keypoints"] = [v for x, y in dots
+                                                 for v in (round(float(x), 2), round(float(y), 2), 2)]
         return picture
 
     def _index(self, path):

@@ -87,18 +87,20 @@ class DetectionOptions(Options):
 class ImageDetections(Detections):
     """One image's detections, best first: ``boxes`` float32 [D, 4] (x1 y1 x2 y2), ``scores``, ``labels`` (the
     model's class indices), ``names`` (each one's class name) and ``size`` ((w, h) of the image the boxes are
-    in; None: the model input's pixels, for a preprocessed input). Iterating gives ``(box, score, label,
-    name)`` tuples; ``records()`` the same as dicts."""
+    in; None: the model input's pixels, for a preprocessed input); ``landmarks`` [D, K, 2] (x, y in the same
+    pixels) for a face detector whose build carries them, else None. Iterating gives ``(box, score, label,
+    name)`` tuples; ``records()`` the same as dicts (with ``landmarks`` where there are some)."""
 
-    def __init__(self, boxes, scores, labels, names, size=None):
-        super(ImageDetections, self).__init__(boxes, scores, labels)
+    def __init__(self, boxes, scores, labels, names, size=None, landmarks=None):
+        super(ImageDetections, self).__init__(boxes, scores, labels, landmarks=landmarks)
         self.names = list(names)
         self.size = None if size is None else (int(size[0]), int(size[1]))
 
     def above(self, score):
         keep = self.scores >= score
         return ImageDetections(self.boxes[keep], self.scores[keep], self.labels[keep],
-                               [n for n, k in zip(self.names, keep) if k], self.size)
+                               [n for n, k in zip(self.names, keep) if k], self.size,
+                               None if self.landmarks is None else self.landmarks[keep])
 
     def __iter__(self):
         for box, score, label, name in zip(self.boxes, self.scores, self.labels, self.names):
@@ -106,8 +108,12 @@ class ImageDetections(Detections):
 
     def records(self, digits=2):
         """``[{"class", "name", "score", "box"}]``, boxes rounded to ``digits`` decimals (pixels)."""
-        return [{"class": label, "name": name, "score": round(score, 6), "box": [round(v, digits) for v in box]}
-                for box, score, label, name in self]
+        found = [{"class": label, "name": name, "score": round(score, 6), "box": [round(v, digits) for v in box]}
+                 for box, score, label, name in self]
+        if self.landmarks is not None:
+            for record, points in zip(found, self.landmarks):
+                record["landmarks"] = [[round(float(v), digits) for v in point] for point in points]
+        return found
 
     def __repr__(self):
         return "ImageDetections({} boxes{})".format(len(self), ", {}x{}".format(*self.size) if self.size else
@@ -147,6 +153,7 @@ class Detector(LoadedModel):
             raise InputError("{} outputs {} per image; a detector outputs [anchors, 4 + classes]".format(
                 self.path, "x".join(str(d) for d in shape) or "a scalar"), hint="rebuild it with this trtkit")
         columns = classes_of([None] + shape)
+        columns = None if columns is None else columns - 2 * self.build_head.landmarks
         if columns is not None and columns != self.build_head.num_classes:
             raise InputError("{} has {} score columns after the box, its manifest's head {} classes".format(
                 self.path, shape[1] - BOX_COLUMNS, self.build_head.num_classes),
@@ -240,16 +247,18 @@ class Detector(LoadedModel):
         left dropped. ``size`` None: left in the model input's pixels (clipped to the input)."""
         from trtkit.data.boxes.geometry import boxes_to_original, clip_boxes
         if size is None:
-            boxes, width, height = found.boxes, self.contract.width, self.contract.height
+            width, height = self.contract.width, self.contract.height
         else:
             from trtkit.data.preprocess import placement
             width, height = int(size[0]), int(size[1])
-            boxes = boxes_to_original(found.boxes, (width, height), placement((width, height), self.contract))
-        boxes = clip_boxes(boxes, width, height)
+            placed = placement((width, height), self.contract)
+            found = found.mapped(lambda boxes: boxes_to_original(boxes, (width, height), placed))
+        boxes = clip_boxes(found.boxes, width, height)
         keep = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
         names = self.names
+        points = None if found.landmarks is None else found.landmarks[keep]
         return ImageDetections(boxes[keep], found.scores[keep], found.labels[keep],
-                               [names[i] for i in found.labels[keep]], size)
+                               [names[i] for i in found.labels[keep]], size, points)
 
 
 def _head_of(target):

@@ -88,9 +88,10 @@ def box_colour(label):
     return tuple(int(c) for c in colour)
 
 
-def draw_boxes(image, boxes, labels, texts):
+def draw_boxes(image, boxes, labels, texts, points=None):
     """The photo (PIL or uint8 array) as an RGB PIL image with each box (x1 y1 x2 y2 in its pixels) outlined in
-    its label's colour and its text (e.g. "cat 0.93") on a filled band above it (inside, at the top edge).
+    its label's colour and its text (e.g. "cat 0.93") on a filled band above it (inside, at the top edge);
+    ``points`` ([D, K, 2] x y, a face detector's landmarks): a dot each, in the box's colour.
     Drawn last to first, so that where boxes overlap the first given (the best, as detections come) is on top;
     the line is thicker on larger pictures so that it stays visible when the picture is shown small."""
     require("PIL.Image", "drawing boxes")
@@ -99,10 +100,13 @@ def draw_boxes(image, boxes, labels, texts):
     photo = to_pil(image).convert("RGB")
     draw = ImageDraw.Draw(photo)
     line = max(2, int(round(min(photo.size) / 250.0)))
-    for box, label, text in reversed(list(zip(boxes, labels, texts))):
+    points = points if points is not None else [()] * len(boxes)
+    for box, label, text, dots in reversed(list(zip(boxes, labels, texts, points))):
         x1, y1, x2, y2 = [float(v) for v in box]
         colour = box_colour(label)
         draw.rectangle([x1, y1, max(x1, x2 - 1), max(y1, y2 - 1)], outline=colour, width=line)
+        for x, y in dots:
+            draw.ellipse([x - line, y - line, x + line, y + line], fill=colour)
         left, top, right, bottom = draw.textbbox((0, 0), text)
         height = bottom - top + 4
         band_top = y1 - height if y1 - height >= 0 else y1

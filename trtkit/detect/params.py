@@ -72,9 +72,12 @@ class DetectionHead(object):
     anchors_per_location)`` per feature map, in the order of the anchors (``level_sizes`` computes each level's
     anchors for an input size from them); ``size_divisible``: the multiple the network pads its input to
     before the backbone (the levels' grids are of the padded size); ``decoder``: for a foreign detector, the
-    ``detect.decoders.DecoderSpec`` record (a dict) of the tail that made its ``decoded`` output, else None."""
+    ``detect.decoders.DecoderSpec`` record (a dict) of the tail that made its ``decoded`` output, else None;
+    ``landmarks``: K, the points per detection (a face detector's eyes, nose, mouth) whose 2K columns follow the
+    scores in ``decoded`` (``detect.raw``), 0 for none."""
 
-    def __init__(self, num_classes, postprocessing, background=None, levels=None, size_divisible=1, decoder=None):
+    def __init__(self, num_classes, postprocessing, background=None, levels=None, size_divisible=1, decoder=None,
+                 landmarks=0):
         self.num_classes = int(num_classes)
         self.postprocessing = postprocessing if isinstance(postprocessing, PostProcessing) else \
             PostProcessing.from_dict(postprocessing)
@@ -82,6 +85,7 @@ class DetectionHead(object):
         self.levels = [(int(stride), int(count)) for stride, count in levels] if levels else None
         self.size_divisible = max(1, int(size_divisible))
         self.decoder = dict(decoder) if decoder else None
+        self.landmarks = int(landmarks or 0)
         if self.postprocessing.per_level and not self.levels:
             raise InputError("per-level candidates (RetinaNet) need the feature maps' strides and anchors",
                              hint="give levels=[(stride, anchors per location), ...]")
@@ -109,18 +113,20 @@ class DetectionHead(object):
                   "size_divisible": self.size_divisible}
         if self.decoder:  # only a foreign detector's: trtkit's own heads' records stay as they were
             record["decoder"] = dict(self.decoder)
+        if self.landmarks:
+            record["landmarks"] = self.landmarks
         return record
 
     @classmethod
     def from_dict(cls, values):
         values = dict(values)
         return cls(values["num_classes"], values["postprocessing"], values.get("background"), values.get("levels"),
-                   values.get("size_divisible", 1), values.get("decoder"))
+                   values.get("size_divisible", 1), values.get("decoder"), values.get("landmarks", 0))
 
     def with_postprocessing(self, **overrides):
         """The same head with some post-processing parameters changed (None keeps a value)."""
         return DetectionHead(self.num_classes, self.postprocessing.with_overrides(**overrides), self.background,
-                             self.levels, self.size_divisible, self.decoder)
+                             self.levels, self.size_divisible, self.decoder, self.landmarks)
 
     def __repr__(self):
         return "DetectionHead({})".format(self.to_dict())

@@ -16,8 +16,7 @@ class Detections(object):
         self.scores = np.asarray(scores, dtype=np.float32).reshape(-1)
         self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
         self.anchors = None if anchors is None else np.asarray(anchors, dtype=np.int64).reshape(-1)
-        self.landmarks = None if landmarks is None else \
-            np.asarray(landmarks, dtype=np.float32).reshape(len(self.boxes), -1, 2)
+        self.landmarks = None if landmarks is None else _points(landmarks, len(self.boxes))
         if not len(self.boxes) == len(self.scores) == len(self.labels) or \
                 any(v is not None and len(v) != len(self.boxes) for v in (self.anchors, self.landmarks)):
             raise ValueError("Detections: {} boxes, {} scores, {} labels, anchors {}, landmarks {}".format(
@@ -60,3 +59,12 @@ class Detections(object):
     @classmethod
     def empty(cls):
         return cls(np.zeros((0, 4), np.float32), np.zeros((0,), np.float32), np.zeros((0,), np.int64))
+
+
+def _points(landmarks, count):
+    """``landmarks`` as float32 ``[count, K, 2]``: given ``[D, 2K]`` rows (an output's) or ``[D, K, 2]``; K is
+    read from the shape, so no detection still says how many points each would have."""
+    points = np.asarray(landmarks, dtype=np.float32)
+    if points.ndim == 3:
+        return points.reshape(count, points.shape[1], 2)
+    return points.reshape(count, (points.shape[-1] if points.ndim == 2 else points.size) // 2, 2)

@@ -59,8 +59,13 @@ def select_decoded(decoded, head, height, width):
     """``select`` of a ``decoded`` ``[N, A, 4 + C]`` array (``raw``) from a ``height`` x ``width`` input; for a
     head decoded on the host by the user's function, its packed raw heads (``detect.host_decoder``)."""
     from trtkit.detect.host_decoder import decoded as host_decoded
-    boxes, scores = split(host_decoded(decoded, head, (height, width)), head.num_classes)
-    return select(boxes, scores, head, head.level_sizes(height, width))
+    from trtkit.detect.raw import landmarks
+    decoded = host_decoded(decoded, head, (height, width))
+    boxes, scores = split(decoded, head.num_classes, head.landmarks)
+    found = select(boxes, scores, head, head.level_sizes(height, width))
+    if not head.landmarks:
+        return found
+    return [image.with_landmarks(points) for image, points in zip(found, landmarks(decoded, head.landmarks))]
 
 
 def _check(boxes, scores, head, level_sizes):

@@ -24,6 +24,9 @@ def place_nms(backend, onnx_path, head, path):
     if is_host(head):  # the graph ends before decoding: its decoder, and so NMS, run on the host
         where, why = "host", "the decoder is a Python function ({}), run on the host after the network".format(
             head.decoder["params"]["function"])
+    elif head.landmarks and where == "graph":  # the graph's selection answers boxes, not the kept anchors
+        where, why = "host", "each detection's {} landmarks are taken from the anchor it came from, on the " \
+                             "host".format(head.landmarks)
     record = {"placement": where, "reason": why, "postprocessing": head.postprocessing.to_dict()}
     if where != "graph":
         if (head.decoder or {}).get("family") == "nms":  # the user's graph had its NMS inside: say where it went

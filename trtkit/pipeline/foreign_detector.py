@@ -157,8 +157,7 @@ def _with_output_shapes(model):
 def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     """(``model`` ending in ``decoded``, the family, its filled parameters, (H, W)): ``decoder``'s tail
     appended to a foreign detector's graph (in place), the raw outputs only it reads dropped. ``landmarks``:
-    a second output ``landmarks`` [N, A, 2K] where the family reads some (not yet what a build asks for: the
-    build path keeps one output)."""
+    where the family reads some, their 2K columns after the scores (``detect.raw``)."""
     from onnx import TensorProto, helper
     from trtkit.detect.decoders.graph import append_decoder, outputs_of
     from trtkit.detect.raw import OUTPUT_NAME
@@ -176,8 +175,6 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     check_stride(params, size)
     raw = [o.name for o in model.graph.output]
     append_decoder(model, family, params, size, landmarks)
-    if landmarks and params.get("landmarks"):
-        return model, family, params, size  # two outputs: what only the raw outputs needed stays, unused
     model.graph.output.extend([helper.make_tensor_value_info(r, TensorProto.FLOAT, None) for r in raw])
     pick_output(model, OUTPUT_NAME)  # the raw outputs only the decoder reads: nothing else is kept
     return model, family, params, size
@@ -228,10 +225,11 @@ def adapt(options, onnx_path, work_dir, name, decoder=None):
                                                                                         params).to_dict())
     else:
         model, family, params, size = decode_graph(load_onnx(onnx_path), decoder or chosen.decoder, chosen.params,
-                                                   options.input_size)
+                                                   options.input_size, landmarks=True)
         post = PostProcessing(per_level=False, **chosen.postprocessing(family.postprocessing(params)))
         head = DetectionHead(params["num_classes"], post, background=family.background(params),
-                             decoder=decoders.DecoderSpec(family.name, params).to_dict())
+                             decoder=decoders.DecoderSpec(family.name, params).to_dict(),
+                             landmarks=(params.get("landmarks") or {}).get("points", 0))
     set_detection_metadata(model, head)
     path = os.path.join(work_dir, "{}.decoded.onnx".format(name))
     with atomic_path(path) as tmp:

@@ -136,8 +136,11 @@ class Detection(Task):
                              "tensor (and the graph's NMS outputs)".format(
                                  label, ", ".join("'{}' {}".format(o.name, o.dims) for o in io.outputs)),
                              hint="rebuild it with this trtkit")
-        text = ("\ndetection: '{}' holds [A, 4 + C] per image: each anchor's box (x1 y1 x2 y2 in the model input's "
-                "pixels) then its C class probabilities".format(output.name))
+        points = ((info or {}).get("detection") or {}).get("landmarks") or 0
+        text = ("\ndetection: '{}' holds [A, 4 + C{}] per image: each anchor's box (x1 y1 x2 y2 in the model input's "
+                "pixels) then its C class probabilities{}".format(
+                    output.name, " + {}".format(2 * points) if points else "",
+                    ", then its {} landmarks' x y".format(points) if points else ""))
         if others:
             return text + ("; the graph selects too: {} hold each image's detections (the first det_count rows, "
                            "best first; labels -1 in padding), boxes in the model input's pixels".format(
@@ -165,18 +168,20 @@ class Detection(Task):
         """Up to K detections per image, K the head's detections per image (``serve_answer``); ``k`` (the
         classifiers' --top-k) is not used."""
         size = model.head.postprocessing.detections_per_img
+        points = ([Tensor(name="landmarks", dtype=np.float32, shape=(size, model.head.landmarks, 2))]
+                  if model.head.landmarks else [])
         return [Tensor(name="boxes", dtype=np.float32, shape=(size, 4)),
                 Tensor(name="scores", dtype=np.float32, shape=(size,)),
                 Tensor(name="classes", dtype=np.int64, shape=(size,)),
                 Tensor(name="names", dtype=bytes, shape=(size,)),
-                Tensor(name="count", dtype=np.int64, shape=(1,))]
+                Tensor(name="count", dtype=np.int64, shape=(1,))] + points
 
     def serve_answer(self, model, logits, sizes, k):
         """Per image every detection the head keeps (no display threshold: a client filters by score in one
         comparison, and a detection the server dropped is lost to it, e.g. for mAP), best first, boxes x1 y1 x2 y2
-        in the image's own pixels. A tensor holds K rows whatever the count (one shape per batch, as Triton
-        needs): the first ``count`` are the detections, the rest padding (boxes and scores 0, class -1, name
-        empty)."""
+        in the image's own pixels, and a face detector's ``landmarks`` [K, P, 2] (x y) in them too. A tensor
+        holds K rows whatever the count (one shape per batch, as Triton needs): the first ``count`` are the
+        detections, the rest padding (boxes, scores and points 0, class -1, name empty)."""
         size = model.head.postprocessing.detections_per_img
         found = model.detections(logits, sizes, score_threshold=0.0)
         boxes = np.zeros((len(found), size, 4), dtype=np.float32)
@@ -189,8 +194,13 @@ class Detection(Task):
             scores[row, :count] = image.scores[:count]
             classes[row, :count] = image.labels[:count]
             names[row, :count] = [name.encode("utf-8") for name in image.names[:count]]
-        return {"boxes": boxes, "scores": scores, "classes": classes, "names": names,
-                "count": np.asarray([[min(len(image), size)] for image in found], dtype=np.int64)}
+        answer = {"boxes": boxes, "scores": scores, "classes": classes, "names": names,
+                  "count": np.asarray([[min(len(image), size)] for image in found], dtype=np.int64)}
+        if model.head.landmarks:
+            answer["landmarks"] = np.zeros((len(found), size, model.head.landmarks, 2), dtype=np.float32)
+            for row, image in enumerate(found):
+                answer["landmarks"][row, :min(len(image), size)] = image.landmarks[:size]
+        return answer
 
 
 DETECTION = Detection()

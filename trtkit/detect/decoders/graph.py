@@ -80,18 +80,19 @@ def _free(model, name):
 
 def append_decoder(model, family, params, input_hw, landmarks=False):
     """``model`` (in place) ending in ``decoded`` [N, A, 4 + C] by ``family``'s tail; with ``landmarks`` and a
-    family that reads them (``params["landmarks"]``), a second output ``landmarks`` [N, A, 2K] (x y per point
-    in input pixels). Returns it."""
+    family that reads them (``params["landmarks"]``), their 2K columns (x y per point in input pixels) after
+    the scores: [N, A, 4 + C + 2K] (``detect.raw``), one output as every runner expects. Returns it."""
     from onnx import TensorProto, helper
     for name in (OUTPUT_NAME, LANDMARKS):
         _free(model, name)
-    _named(model, family.tail(Tail(model), params, input_hw), OUTPUT_NAME)
-    outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT,
-                                             [None, None, 4 + int(params["num_classes"])])]
+    columns = 4 + int(params["num_classes"])
+    tail = Tail(model)
+    decoded = family.tail(tail, params, input_hw)
     if landmarks and params.get("landmarks"):
-        _named(model, family.landmarks(Tail(model, "landmarks"), params, input_hw), LANDMARKS)
-        outputs.append(helper.make_tensor_value_info(LANDMARKS, TensorProto.FLOAT,
-                                                     [None, None, 2 * params["landmarks"]["points"]]))
+        points = family.landmarks(Tail(model, LANDMARKS), params, input_hw)
+        decoded = tail.op("Concat", [decoded, points], axis=-1)
+        columns += 2 * int(params["landmarks"]["points"])
+    _named(model, decoded, OUTPUT_NAME)
     del model.graph.output[:]
-    model.graph.output.extend(outputs)
+    model.graph.output.extend([helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [None, None, columns])])
     return model

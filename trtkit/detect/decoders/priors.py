@@ -113,10 +113,9 @@ class Priors(object):
             raise fail("priors: scores {} and boxes {} differ in anchors".format(scores, boxes))
         points = self._landmarks(outputs, given, boxes, scores)
         left = [o.name for o in outputs if o.name not in (boxes.name, scores.name, points and points["output"])]
-        if points or left:
-            log.warn("priors: {} not carried into the build (only boxes and scores are decoded)".format(", ".join(
-                (["{} landmarks of '{}'".format(points["points"], points["output"])] if points else []) +
-                ["'{}'".format(n) for n in left])))
+        if left:
+            log.warn("priors: {} not carried into the build (boxes, scores and landmarks are decoded)".format(
+                ", ".join("'{}'".format(n) for n in left)))
         params = {"boxes": boxes.name, "scores": scores.name, "num_classes": scores.dims[2],
                   "offset": floats(given.get("offset", 0.5), "offset", 1)[0]}
         if points:
