@@ -498,3 +498,28 @@ def _export_raw(model, tmp_path):
                       output_names=["regressions", "logits"], opset_version=17, dynamo=False,
                       dynamic_axes={"image": {0: "N"}, "regressions": {0: "N"}, "logits": {0: "N"}})
     return path
+
+
+def test_a_detector_calibrates_and_searches_with_its_own_ranges_and_the_callers_options_stay(tmp_path):
+    """``trtkit calibrate`` on a detector uses the detection task's range method (minmax) when --calib-method
+    is not given, as a build does; ``--precision auto`` tries it first among its INT8 candidates; and a build
+    resolving the task's method leaves the caller's options as they were (a script may build twice)."""
+    import json
+
+    from trtkit import tasks
+    from trtkit.cli import main
+    from trtkit.pipeline import BuildOptions
+    from trtkit.search.config import SearchConfig
+    path = _export(FaceHead(), tmp_path / "face.onnx", ["bbox", "confidence", "pts"])
+    out = tmp_path / "cal"
+    assert main(["calibrate", "--onnx", path, "--task", "detection", "--decoder", "priors", "--decoder-param",
+                 "strides=8,16", "--decoder-param", "min_sizes=8,16;24,32,48,64", "--calib-images", "32",
+                 "--out", str(out), "-q"]) == 0
+    assert json.loads((out / "face.calibration.json").read_text())["method"] == "minmax"
+    assert SearchConfig().methods_for(tasks.DETECTION) == ("minmax", "entropy", "percentile")
+    assert SearchConfig().methods_for("classification") == ("entropy", "percentile")
+    assert SearchConfig(methods=["entropy"]).methods_for("detection") == ("entropy",)
+    options = BuildOptions()
+    before = options.calibration.method
+    assert options.for_task(tasks.DETECTION).calibration.method == "minmax"
+    assert options.calibration.method == before and not options.calibration.method_given

@@ -49,7 +49,9 @@ def calibrate_into(model_options, config, out_dir, write_qdq=None):
     from trtkit import log
     from trtkit.pipeline.source import resolve_model
     from trtkit.pipeline.variants import Int8Files, VariantMaker
+    from trtkit import tasks
     source = resolve_model(model_options, out_dir)
+    config = config.for_task(tasks.of(source.info.get("task")))  # a detector's own ranges (minmax), as a build's
     name = source.name
     onnx_path = source.onnx_path
     if onnx_path is None:

@@ -64,6 +64,14 @@ class BuildOptions(Options):
         largest = max(self.batch_size, self.throughput_batch)
         return (1, min(self.throughput_batch, largest), largest)
 
+    def for_task(self, task):
+        """A copy of these options with ``task``'s own INT8 ranges where ``--calib-method`` was not given
+        (``CalibrationConfig.for_task``); the caller's object is left as it was (a script may build twice)."""
+        import copy
+        resolved = copy.copy(self)
+        resolved.calibration = self.calibration.for_task(task)
+        return resolved
+
     def to_dict(self, backend_name):
         """The manifest's ``options``: enough to repeat the build (``to_keywords``: every choice)."""
         record = {"precisions": self.precisions, "batch_size": self.batch_size,

@@ -87,6 +87,25 @@ def _select_verify_data(state):
             "images": len(selection), "labels": labels, "plan": state.plan.to_dict()}
 
 
+def _checked_export(state, reference, strict):
+    """(max |diff|, agreement, comparison) of ``state.fp32_onnx`` against PyTorch's ``reference`` outputs on the
+    first held-out batch; a mismatch raises (``strict``: a fresh export) or gives None (a cached one, which is
+    then exported again)."""
+    from trtkit.errors import VerificationFailed
+    from trtkit.onnx.export import validate_export
+    from trtkit.pipeline.source import read_exported_kind
+    read_exported_kind(state.source.info, state.options.source, state.fp32_onnx)
+    comparison = _comparison(state.source.info, state.selection)
+    try:
+        diff, agreement = validate_export(state.fp32_onnx, reference, state.first_images,
+                                          tolerance=state.options.tolerance, comparison=comparison)
+    except VerificationFailed:
+        if strict:
+            raise
+        return None
+    return diff, agreement, comparison
+
+
 def _export(state):
     """The FP32 ONNX; a PyTorch model's export is checked against PyTorch on the first held-out batch."""
     options = state.options
@@ -94,9 +113,8 @@ def _export(state):
     if model is None:
         log.info("reference: FP32 ONNX Runtime on the given ONNX (no PyTorch model to compare with)")
         return {"reference": "onnxruntime-fp32"}
-    from trtkit.errors import VerificationFailed
     from trtkit.onnx import export_cache
-    from trtkit.onnx.export import export_onnx, torch_logits, validate_export
+    from trtkit.onnx.export import export_onnx, torch_logits
     images = state.first_images
     state.fp32_onnx = state.folder.stage_path("{}.fp32.onnx".format(state.name))
     start = time.time()
@@ -104,29 +122,20 @@ def _export(state):
     key = export_cache.export_key(state.source.info, options.source, parser_version)
     cached = export_cache.fetch(key, state.fp32_onnx)
     reference = torch_logits(model, images, options.batch_size)
-    while True:
-        if cached is not None:
-            exporter, opset = cached["exporter"], cached["opset"]
-        else:
-            exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
-                                          opset=options.source.opset, contract=state.source.contract,
-                                          image_sizes=options.source.image_sizes, tensorrt_version=parser_version)
-        from trtkit.pipeline.source import read_exported_kind
-        read_exported_kind(state.source.info, options.source, state.fp32_onnx)
-        comparison = _comparison(state.source.info, state.selection)
-        try:
-            diff, agreement = validate_export(state.fp32_onnx, reference, images, tolerance=options.tolerance,
-                                              comparison=comparison)
-        except VerificationFailed:
-            if cached is None:
-                raise
-            log.info("the cached export of {} does not match the model: exporting it again".format(state.name))
-            export_cache.drop(key)
-            cached = None
-            continue
-        break
+    checked = _checked_export(state, reference, strict=False) if cached is not None else None
+    if cached is not None and checked is None:
+        log.info("the cached export of {} does not match the model: exporting it again".format(state.name))
+        export_cache.drop(key)
+        cached = None
     if cached is None:
+        exporter, opset = export_onnx(model, state.fp32_onnx, exporter=options.source.exporter,
+                                      opset=options.source.opset, contract=state.source.contract,
+                                      image_sizes=options.source.image_sizes, tensorrt_version=parser_version)
+        checked = _checked_export(state, reference, strict=True)
         export_cache.store(key, state.fp32_onnx, exporter, opset)
+    else:
+        exporter, opset = cached["exporter"], cached["opset"]
+    diff, agreement, comparison = checked
     log.info("{} {} with the {} exporter (opset {}): ONNX Runtime vs PyTorch max |diff| {:.2e}, "
              "{} agreement {} on {} images ({:.1f}s)".format(
                  "reused the export of" if cached else "exported", state.name, exporter, opset, diff,
@@ -342,13 +351,14 @@ def _build_into(options, folder):
     total_start = time.time()
     backend, why = select_backend(options.backend)
     log.info("backend: {} ({})".format(backend.name, why))
-    state = _Build(options, folder, backend, resolve_model(options.source, folder.staging))
+    source = resolve_model(options.source, folder.staging)
+    options = options.for_task(tasks.of(source.info.get("task")))  # its own INT8 ranges (a detector's minmax)
+    state = _Build(options, folder, backend, source)
     data = _select_verify_data(state)
     manifest = new_manifest(state.source.info)
     manifest["data"] = data
     manifest["export"] = _export(state)
     manifest["backend"] = {"name": backend.name, "reason": why}
-    options.calibration = options.calibration.for_task(tasks.of(state.source.info.get("task")))  # its own ranges
     manifest["options"] = options.to_dict(backend.name)
     state.inputs = BuildInputs(contract=state.source.contract, fp32_onnx=state.fp32_onnx,
                                default_batch=options.default_batch, work_dir=folder.staging,

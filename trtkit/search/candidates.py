@@ -32,7 +32,7 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=
     fp32.tune = dict(reference, drop=0.0)
     candidates = [fp32] + [c for c in [_scored(maker.fp16(), tune, reference)] if c is not None]
     best = None
-    for method in config.methods:
+    for method in config.methods_for(task):
         candidate = _scored(maker.int8(method, label="int8-" + method), tune, reference)
         if candidate is None:
             continue
