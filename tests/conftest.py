@@ -109,14 +109,50 @@ def pytest_collection_modifyitems(config, items):
     machine that trains every sample from scratch; the landing tier keeps one end-to-end test of every capability
     and every bad-input test, the extended tier repeats a capability on more models, sizes and backends. Every
     stop runs both (DEVELOPING.md)."""
-    if _extended(config):
+    if not _extended(config):
+        kept, left = [], []
+        for item in items:
+            (left if item.get_closest_marker("extended") else kept).append(item)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
+    if not config.option.collectonly:
+        _train_detection_sample_beside(len(items))
+
+
+BACKGROUND = []  # the detection sample's trainer, when this session started one
+
+
+def _train_detection_sample_beside(count):
+    """A whole-suite run (``BACKGROUND_FROM`` tests or more) with no cached detection sample trains it in a
+    process of its own, on one thread, beside the first tests (which train the classification sample, and need
+    no detector). Why: the sample trainings are most of a cold run, a training step is many small operations
+    that leave a second core idle, and two threads contending with other work slowed it up to 14x on a loaded
+    machine (1549 s, where one thread took about 9 minutes). The first test that wants the detector waits for it
+    on the cache's lock (``fileio.made_once``), and loads what it wrote; TRTKIT_BACKGROUND_SAMPLES=0 turns it off."""
+    if count < BACKGROUND_FROM or os.environ.get("TRTKIT_BACKGROUND_SAMPLES") == "0":
         return
-    kept, left = [], []
-    for item in items:
-        (left if item.get_closest_marker("extended") else kept).append(item)
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+    from trtkit.models.sample import sample_detection_path
+    if os.path.isfile(sample_detection_path()):
+        return
+    log = open(os.path.join(CACHE, "detection-sample-training.log"), "w")
+    code = "from trtkit.models.sample import sample_detection_model; sample_detection_model()"
+    BACKGROUND.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
+                                       env=dict(os.environ, TRTKIT_CACHE=CACHE, PYTHONPATH=ROOT,
+                                                OMP_NUM_THREADS="1")))
+    log.close()
+
+
+BACKGROUND_FROM = 200
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A background trainer still running when the session ends (-x, a subset) is stopped; its checkpoint is
+    written atomically, so nothing half-made is left."""
+    for process in BACKGROUND:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
 
 def pytest_report_header(config):

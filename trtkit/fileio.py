@@ -141,3 +141,22 @@ def output_dir(path):
         if top:
             shutil.rmtree(top, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def made_once(path):
+    """Hold an exclusive, blocking lock named after the file ``path`` (``path + ".lock"``) while it is looked for
+    and, if missing, made: a second process that wants the same cached file (two builds of the sample at once,
+    the test suite's background training) waits for the first one's and then finds it, rather than making it
+    again beside it. Not POSIX: no lock (trtkit's targets are Linux)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock; the empty lock file stays (removing it would race)

@@ -9,7 +9,7 @@ calls load it from the cache (``~/.cache/trtkit/sample`` or $TRTKIT_CACHE).
 import os
 
 from trtkit import log
-from trtkit.fileio import cache_dir
+from trtkit.fileio import cache_dir, made_once
 from trtkit.tasks.classification import SAMPLE as SAMPLE_ARCH  # the task names its sample
 
 SAMPLE_SIZE = 64
@@ -33,6 +33,13 @@ def sample_checkpoint_path():
 
 
 def sample_model(retrain=False):
+    """The cached classification sample (``_sample_model``), looked for and trained under one lock: a process that wants
+    it while another trains it waits and loads that one (``fileio.made_once``)."""
+    with made_once(sample_checkpoint_path()):
+        return _sample_model(retrain)
+
+
+def _sample_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached sample model."""
     from trtkit.models.classifiers import create_model, load_model, save_checkpoint
     path = sample_checkpoint_path()
@@ -99,6 +106,13 @@ def _cached(path, what, infer_layout, load):
 
 
 def sample_segmentation_model(retrain=False):
+    """The cached segmentation sample (``_sample_segmentation_model``), looked for and trained under one lock: a process that wants
+    it while another trains it waits and loads that one (``fileio.made_once``)."""
+    with made_once(sample_segmentation_path()):
+        return _sample_segmentation_model(retrain)
+
+
+def _sample_segmentation_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached segmentation sample: LRASPP on
     MobileNetV3-Large trained on the shapes sample (``data.shapes``) for 150 steps (about a minute on two
     CPU cores; held-out mIoU about 0.9). ``trtkit build --task segmentation`` with no model uses it."""
@@ -137,7 +151,7 @@ DETECTION_STEPS = 400
 DETECTION_BATCH = 16
 DETECTION_LR = 3e-3
 DETECTION_CROP = 96  # training windows (``fit_detection(crop=)``): cheaper steps, a steadier mAP (see below)
-DETECTION_RECIPE = 2  # bump when the recipe changes, so caches retrain (2: 96x96 windows)
+DETECTION_RECIPE = 3  # bump when the recipe changes, so caches retrain (2: 96x96 windows; 3: one thread)
 
 
 def sample_detection_contract():
@@ -165,14 +179,23 @@ def sample_detection_data(split):
 
 
 def sample_detection_model(retrain=False):
+    """The cached detection sample (``_sample_detection_model``), looked for and trained under one lock: a process that wants
+    it while another trains it waits and loads that one (``fileio.made_once``)."""
+    with made_once(sample_detection_path()):
+        return _sample_detection_model(retrain)
+
+
+def _sample_detection_model(retrain=False):
     """Return (model, checkpoint path, trained_now) for the cached detection sample: ``retinanet_sample`` (a
     RetinaNet head on a small ResNet-FPN, ``models.detection.small_fpn``) trained from scratch on the
     shape-boxes sample (``data.shape_boxes``) with RetinaNet's focal and L1 losses (``training.detection``),
     flipped both ways, on 96x96 windows of the 128x128 images (``DETECTION_CROP``): 400 steps of 16 windows,
-    about 2 minutes on two idle CPU cores (many times that on a busy machine), to a held-out mAP@.5 of 0.69 with
-    two threads and 0.74 with one (mAP@[.5:.95] about 0.33), saved in the checkpoint. Why windows: a step costs
-    0.6-0.75 of a whole image's, and the figure moves less with the thread count (whole images, v1.1: 0.61 with
-    two threads, 0.80 with one; threads change the order of float sums, which a from-scratch run amplifies)."""
+    to a held-out mAP@.5 of 0.74 (mAP@[.5:.95] 0.34), saved in the checkpoint. Why windows: a step costs 0.6-0.75
+    of a whole image's. Why on one thread, whatever the machine has: the number of threads changes the order of
+    float sums, which a from-scratch run amplifies (two threads gave 0.69, whole images 0.61 vs 0.80), so one
+    thread makes the sample the same on every core count; and a step is many small operations whose two
+    threads wait for each other: on a loaded two-core machine two threads took 1549 s where one took 548 s
+    (about 2 minutes for two threads on idle cores)."""
     from trtkit.models.classifiers import save_checkpoint
     from trtkit.models.detection import create_detection_model, infer_detection_layout, load_detection_model
     path = sample_detection_path()
@@ -188,9 +211,16 @@ def sample_detection_model(retrain=False):
     images, records = sample_detection_data("train")
     log.info("training the detection sample: {} on {} shape-boxes images at {}x{} (first run only; cached in {})"
              .format(DETECTION_ARCH, len(images), contract.height, contract.width, os.path.dirname(path)))
-    record = fit_detection(model, images, records, DETECTION_STEPS, batch_size=DETECTION_BATCH, lr=DETECTION_LR,
-                           heldout=sample_detection_data("heldout"), flips=("horizontal", "vertical"),
-                           crop=DETECTION_CROP, label="training detection sample")
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the docstring says why
+    try:
+        record = fit_detection(model, images, records, DETECTION_STEPS, batch_size=DETECTION_BATCH,
+                               lr=DETECTION_LR, heldout=sample_detection_data("heldout"),
+                               flips=("horizontal", "vertical"), crop=DETECTION_CROP,
+                               label="training detection sample")
+    finally:
+        torch.set_num_threads(threads)
     save_checkpoint(model, path, extra_meta={"dataset": SHAPE_BOXES, "map50": record["map50"], "map": record["map"],
                                              "history": [record]})
     model.trtkit_meta = {"dataset": SHAPE_BOXES, "map50": record["map50"], "map": record["map"]}
