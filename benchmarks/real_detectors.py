@@ -77,8 +77,8 @@ def box_iou(a, b):
 def match(found, expected, iou=0.5):
     """Greedy one-to-one matches (by found score) of same-class boxes at IoU >= ``iou``: [(i, j, iou)].
     ``found``/``expected``: (boxes, scores, classes)."""
-    boxes, scores, classes = found
-    ref_boxes, _, ref_classes = expected
+    boxes, scores, classes = found[:3]
+    ref_boxes, _, ref_classes = expected[:3]
     if not len(boxes) or not len(ref_boxes):
         return []
     overlap = box_iou(boxes, ref_boxes) * (np.asarray(classes)[:, None] == np.asarray(ref_classes)[None, :])
@@ -92,8 +92,11 @@ def match(found, expected, iou=0.5):
 
 
 def agreement(found, expected):
-    """F1, mean IoU and mean |score shift| of ``found`` against ``expected`` (lists of (boxes, scores, classes))."""
-    matched, ious, shifts, n_found, n_expected = 0, [], [], 0, 0
+    """F1, mean IoU and mean |score shift| of ``found`` against ``expected`` (lists of (boxes, scores, classes)
+    or (boxes, scores, classes, landmarks [D, K, 2])); with landmarks on both sides, the matched detections'
+    mean point distance in pixels and as a share of the expected box's diagonal (``landmark_error_px``,
+    ``landmark_error_share``)."""
+    matched, ious, shifts, errors, shares, n_found, n_expected = 0, [], [], [], [], 0, 0
     for mine, theirs in zip(found, expected):
         pairs = match(mine, theirs)
         matched += len(pairs)
@@ -101,9 +104,18 @@ def agreement(found, expected):
         ious.extend(p[2] for p in pairs)
         if theirs[1] is not None:
             shifts.extend(abs(float(mine[1][i]) - float(theirs[1][j])) for i, j, _ in pairs)
+        if len(mine) > 3 and len(theirs) > 3 and mine[3] is not None and theirs[3] is not None:
+            for i, j, _ in pairs:
+                distance = float(np.linalg.norm(np.asarray(mine[3][i], float) - np.asarray(theirs[3][j], float),
+                                                axis=-1).mean())
+                box = np.asarray(theirs[0][j], float)
+                errors.append(distance)
+                shares.append(distance / max(1e-9, float(np.hypot(box[2] - box[0], box[3] - box[1]))))
     return {"f1": 2.0 * matched / max(1, n_found + n_expected), "matched": matched, "found": n_found,
             "expected": n_expected, "mean_iou": float(np.mean(ious)) if ious else None,
-            "mean_score_shift": float(np.mean(shifts)) if shifts else None}
+            "mean_score_shift": float(np.mean(shifts)) if shifts else None,
+            "landmark_error_px": float(np.mean(errors)) if errors else None,
+            "landmark_error_share": float(np.mean(shares)) if shares else None}
 
 
 def ground_truth(name, boxes, files):
@@ -132,7 +144,7 @@ def build_keywords(name, onnx_file, data):
 def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
     """Build ``name`` with trtkit at ``precision`` (ONNX Runtime; ``auto``: trtkit's own choice under its
     budget) from ``data`` (the generated COCO JSON: verified by mAP on the drawn boxes) and return (detections
-    per path as (boxes, scores, classes), ms/image, {"artifact", "map", "reference_map", "status"} of the
+    per path as (boxes, scores, classes, landmarks or None), ms/image, {"artifact", "map", "reference_map", "status"} of the
     variant used). The one function that knows trtkit's detection keywords (``decoder``, ``decoder_param``,
     ``score_threshold``, ``nms_iou``, ``max_detections``, ``class_agnostic``; ``trtkit.load(...).predict``)."""
     import trtkit
@@ -150,7 +162,7 @@ def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
         used = loaded.precision
     for det in predictions:
         found.append((np.asarray(det.boxes, float).reshape(-1, 4), np.asarray(det.scores, float),
-                      _without_background(np.asarray(det.labels, np.int64), background)))
+                      _without_background(np.asarray(det.labels, np.int64), background), det.landmarks))
     chosen = [a for a in manifest["artifacts"] if a["precision"] == used]
     verify = chosen[0].get("verify") or {}
     return found, 1000.0 * seconds / max(1, len(paths)), {
