@@ -249,13 +249,37 @@ def int8_target(model):
     return None
 
 
-def _write_qdq(model, ranges, encoding, keep_float):
+def write_qdq_of(model, ranges, encoding, tensors):
+    """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` quantized (every Q/DQ
+    the writer puts on them, nothing else: weights float): what one tensor alone costs (``diagnose``). The
+    ``cpu`` encoding here is trtkit's own placement, not ONNX Runtime's quantizer's."""
+    return _write_qdq(model, ranges, encoding, (), only=set(tensors))
+
+
+def quantization_plan(model, encoding):
+    """(graph, activations, weights) of the ``encoding`` Q/DQ graph of ``model``: the graph the writer works on
+    (BatchNorm folded), its quantized activations [(tensor, range tensor, [consumer op types])] and the weights
+    of the layers they feed [(layer, op, weight array, channel axis)] (``cpu``: trtkit's own placement)."""
+    check_encoding(encoding)
+    g = _Graph(_prepared(model))
+    activations, weights = {}, {}
+    for tensor, consumer, source in cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g):
+        users = [consumer] if consumer is not None else g.consumers.get(tensor, [])
+        activations.setdefault((tensor, source), []).extend(u.op_type for u in users)
+        for user in users:
+            found = weight_of(g, user)
+            if found and user.input[0] == tensor and user.name not in weights:
+                weights[user.name] = (user.name, user.op_type, g.array(found[0]), found[1])
+    return g.model, [(t, s, ops) for (t, s), ops in activations.items()], list(weights.values())
+
+
+def _write_qdq(model, ranges, encoding, keep_float, only=None):
     check_encoding(encoding)
     model = _prepared(model)
     keep = set(keep_float)
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
         keep |= float_fed(_Graph(model), keep)
-    if encoding == "cpu":
+    if encoding == "cpu" and only is None:
         from trtkit.precision.qdq_ort import ort_cpu_qdq
         g = _Graph(model)
         logits = head_tensors(g)
@@ -272,9 +296,12 @@ def _write_qdq(model, ranges, encoding, keep_float):
         edges = [(t, user, src) for t, consumer, src in edges
                  for user in ([consumer] if consumer is not None else g.consumers.get(t, []))
                  if user.name not in keep]
+    if only is not None:
+        edges = [e for e in edges if e[0] in only]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    new_inits += _quantize_weights(g, encoding, qparams, head)
+    if only is None:
+        new_inits += _quantize_weights(g, encoding, qparams, head)
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
