@@ -92,9 +92,11 @@ def test_a_range_100x_too_small_comes_out_first(tiny):
     assert first["tensor"] == "r1" and first["kind"] == "activation"
     assert first["sqnr_db"] < 10.0 and first["clipped"] > 0.3, first
     assert first["drop"] > 10.0 and first["made_by"] == "Relu" and first["read_by"] == ["Conv"]
-    assert found["drop"]["activations_only"] >= first["drop"] - 1e-9 and found["scored"] == 3
+    assert found["drop"]["activations_only"] >= first["drop"] - 1e-9 and found["scored"] == 6  # 3 of each kind
     assert found["activations"] == 5 and found["weights"] == 4  # x, r1, r2, r3 (pool) and flat feed the layers
-    assert [r["drop"] is not None for r in found["rows"]].count(True) == 3
+    scored = [r for r in found["rows"] if r["drop"] is not None]
+    assert sorted(r["kind"] for r in scored) == ["activation"] * 3 + ["weight"] * 3
+    assert all(r["drop"] < first["drop"] for r in scored[1:]) and found["drop"]["weights_only"] < first["drop"]
 
 
 def test_well_ranged_tensors_are_over_30_db_and_the_outlier_channel_shows(tiny):
@@ -159,7 +161,7 @@ def test_calibrate_report_cli(tmp_path):
     table = done.stdout[done.stdout.index("tensor (made by -> read by)"):].splitlines()[1:]
     assert len(table) == 9 and "(Relu -> Conv)" in done.stdout
     found = json.load(open(os.path.join(out, "tiny.diagnosis.json")))
-    assert found["scored"] == 2 and found["images"] == {"sqnr": 16, "agreement": 24}
+    assert found["scored"] == 4 and found["images"] == {"sqnr": 16, "agreement": 24}
     assert found["calibration_report"] == "tiny.calibration.json" and len(found["rows"]) == 9  # 5 activations, 4 weights
     assert all(r["sqnr_db"] > 20.0 for r in found["rows"])
     assert not [n for n in os.listdir(out) if n.endswith(".tmp")]

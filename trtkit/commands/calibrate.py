@@ -20,9 +20,9 @@ implicit-INT8 path of TensorRT <= 10). A matching earlier calibration is reused.
 graph quantizes, and each layer's weights) its SQNR in dB against FP32 (the
 tensor quantized with the range written here, on a few tune images), the share
 of its values the range clips, the range rule, a weight's channel spread, and
-for the --report-layers activations with the lowest SQNR the agreement points
-lost when only that tensor is INT8 (ONNX Runtime, the model's own decision
-rule). The worst rows are printed and every row goes to OUT/NAME.diagnosis.json."""
+for the --report-layers activations and weights with the lowest SQNR the
+agreement points lost when only that tensor is INT8 (ONNX Runtime, the model's
+own decision rule). The worst rows are printed and every row goes to OUT/NAME.diagnosis.json."""
 EPILOG = """examples:
   calibrate.py                                    the sample model, entropy, 512 digits images
   calibrate.py --onnx model.fp32.onnx --calib-data images/ --calib-method percentile

@@ -20,13 +20,15 @@ everything. The diagnosis lists, for every tensor the Q/DQ writer quantizes:
   output channels are (a per-tensor scale would waste that many steps);
 * ``drop``: agreement points lost against FP32, by the model's own decision
   rule (top-1, pixels, detection F1: ``search.tune``), when *only this
-  activation* is quantized (``qdq.write_qdq_of``: weights and every other
-  tensor float). One ONNX Runtime pass of the tune images per tensor, so only
-  the ``scored`` tensors with the lowest SQNR are scored; the others say ``None``.
+  tensor* is quantized (``qdq.write_qdq_of``: every other tensor float). One
+  ONNX Runtime pass of the tune images per tensor, so only the ``scored``
+  activations and the ``scored`` weights with the lowest SQNR are scored; the
+  others say ``None``.
 
 Rows are sorted worst first: by drop, then by SQNR. The summary adds what the
-whole INT8 graph and its activations alone lose, so the rows can be read
-against the total.
+whole INT8 graph, its activations alone and its weights alone lose, so the
+rows can be read against the total (the parts need not add up: errors
+compound, or cancel).
 """
 
 import math
@@ -37,7 +39,7 @@ import numpy as np
 from trtkit.errors import InputError
 from trtkit.keywords import Field, Options
 
-DEFAULT_SCORED = 24   # one tune-split pass each: 24 passes of 64 images, about a minute for a MobileNet at 224
+DEFAULT_SCORED = 16   # of each kind, one tune-split pass each: 32 passes of 64 images, under a minute for a MobileNet
 DEFAULT_IMAGES = 64   # tune images for the agreement figures (one image: 1.6 points)
 SQNR_IMAGES = 16      # of those, streamed through the FP32 graph for SQNR and clipping
 PRINTED_ROWS = 20
@@ -47,9 +49,9 @@ LEGEND = ("drop: agreement points lost when only this tensor is INT8 (-: not sco
 
 
 class DiagnosisOptions(Options):
-    """Whether and how a calibration is diagnosed: ``enabled`` (``--report``), ``scored`` (tensors whose
-    agreement cost is measured: the lowest SQNR first; 0: SQNR and clipping only), ``images`` (tune images
-    for the agreement figures; SQNR uses the first ``SQNR_IMAGES`` of them)."""
+    """Whether and how a calibration is diagnosed: ``enabled`` (``--report``), ``scored`` (activations, and as
+    many layers' weights, whose agreement cost is measured: the lowest SQNR first; 0: SQNR and clipping only),
+    ``images`` (tune images for the agreement figures; SQNR uses the first ``SQNR_IMAGES`` of them)."""
 
     def __init__(self, enabled=False, scored=DEFAULT_SCORED, images=DEFAULT_IMAGES):
         self.enabled = bool(enabled)
@@ -65,12 +67,13 @@ class DiagnosisOptions(Options):
         Field("report", "enabled", action="store_true",
               help="diagnose the calibration: per quantized tensor (activations, and weights per layer) its SQNR "
                    "against FP32, the share of values its range clips, the range rule, a weight's channel "
-                   "spread, and the agreement points lost when only that activation is INT8 (ONNX Runtime, "
+                   "spread, and the agreement points lost when only that tensor is INT8 (ONNX Runtime, "
                    "the model's own decision rule); prints the worst {} and writes OUT/NAME.diagnosis.json "
                    "(every tensor)".format(PRINTED_ROWS)),
         Field("report_layers", "scored", type=int, metavar="N",
-              help="--report: activations scored by agreement, the N with the lowest SQNR (one pass of the "
-                   "tune images each; default: {}; 0: SQNR and clipping only)".format(DEFAULT_SCORED)),
+              help="--report: activations, and layers' weights, scored by agreement: the N of each with the "
+                   "lowest SQNR (one pass of the tune images each; default: {}; 0: SQNR and clipping "
+                   "only)".format(DEFAULT_SCORED)),
         Field("report_images", "images", type=int, metavar="N",
               help="--report: tune images (train split, seed 1) for the agreement figures; SQNR uses the first "
                    "{} (default: {})".format(SQNR_IMAGES, DEFAULT_IMAGES)),
@@ -205,18 +208,24 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
                      "agreement": None, "sqnr_db": found["sqnr_db"], "spread": found["spread"]})
     reference = score(tune.reference, tune)
     tune.use_metric("agreement")  # decisions kept, whatever the labels say
+
+    def cost(tensors=(), layers=()):
+        return evaluate(write_qdq_of(fp32_model, ranges, encoding, tensors, layers), tune, reference)
+
+    everything = [a[0] for a in activations], [w[0] for w in weights]
     summary = {"int8": evaluate(write_qdq(fp32_model, ranges, encoding), tune, reference)["drop"],
-               "activations_only": evaluate(write_qdq_of(fp32_model, ranges, encoding,
-                                                         [a[0] for a in activations]), tune, reference)["drop"]}
-    worst = sorted((r for r in rows if r["kind"] == "activation"), key=_by_sqnr)[:max(0, int(scored))]
+               "activations_only": cost(everything[0])["drop"], "weights_only": cost((), everything[1])["drop"]}
+    count = max(0, int(scored))
+    worst = [r for kind in ("activation", "weight")
+             for r in sorted((r for r in rows if r["kind"] == kind), key=_by_sqnr)[:count]]
     measured = {}
-    with log.Progress("diagnosis: one activation at a time", total=len(worst), unit="tensor") as bar:
+    with log.Progress("diagnosis: one tensor at a time", total=len(worst), unit="tensor") as bar:
         for row in worst:
-            if row["tensor"] not in measured:
-                graph = write_qdq_of(fp32_model, ranges, encoding, [row["tensor"]])
-                measured[row["tensor"]] = evaluate(graph, tune, reference)
-            row["drop"] = measured[row["tensor"]]["drop"]
-            row["agreement"] = round(measured[row["tensor"]]["agreement"], 6)
+            key = (row["kind"], row["tensor"])
+            if key not in measured:
+                measured[key] = cost([row["tensor"]]) if row["kind"] == "activation" else cost((), [row["tensor"]])
+            row["drop"] = measured[key]["drop"]
+            row["agreement"] = round(measured[key]["agreement"], 6)
             bar.update(1)
     rows.sort(key=lambda r: (-(r["drop"] if r["drop"] is not None else -1.0),) + _by_sqnr(r))
     return {"encoding": encoding, "metric": "agreement", "images": {"sqnr": int(len(sqnr_set)),
@@ -245,10 +254,11 @@ def format_table(diagnosis, rows=PRINTED_ROWS):
     """The diagnosis as text: a summary line, the legend, then the ``rows`` worst tensors."""
     drop = diagnosis["drop"]
     lines = ["INT8 diagnosis ({} encoding): int8 loses {:.2f} agreement points on {} tune images, its activations "
-             "alone {:.2f}; {} activations ({} scored by agreement: the lowest SQNR), {} weights; SQNR on {} "
-             "images; {:.0f}s".format(diagnosis["encoding"], drop["int8"], diagnosis["images"]["agreement"],
-                                      drop["activations_only"], diagnosis["activations"], diagnosis["scored"],
-                                      diagnosis["weights"], diagnosis["images"]["sqnr"], diagnosis["seconds"]),
+             "alone {:.2f}, its weights alone {:.2f}; {} activations and {} layers' weights ({} scored by "
+             "agreement: the lowest SQNR of each); SQNR on {} images; {:.0f}s".format(
+                 diagnosis["encoding"], drop["int8"], diagnosis["images"]["agreement"], drop["activations_only"],
+                 drop["weights_only"], diagnosis["activations"], diagnosis["weights"], diagnosis["scored"],
+                 diagnosis["images"]["sqnr"], diagnosis["seconds"]),
              LEGEND,
              "{:>6} {:>7} {:>8} {:>6}  {:<15} {:>9}  {}".format("drop", "SQNR", "clipped", "spread", "rule", "amax",
                                                                 "tensor (made by -> read by)")]

@@ -249,11 +249,11 @@ def int8_target(model):
     return None
 
 
-def write_qdq_of(model, ranges, encoding, tensors):
-    """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` quantized (every Q/DQ
-    the writer puts on them, nothing else: weights float): what one tensor alone costs (``diagnose``). The
-    ``cpu`` encoding here is trtkit's own placement, not ONNX Runtime's quantizer's."""
-    return _write_qdq(model, ranges, encoding, (), only=set(tensors))
+def write_qdq_of(model, ranges, encoding, tensors=(), layers=()):
+    """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` and the weights of the
+    ``layers`` quantized, as the writer quantizes them: what they alone cost (``diagnose``). ``cpu``: trtkit's
+    own placement, not ONNX Runtime's quantizer's."""
+    return _write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers)))
 
 
 def quantization_plan(model, encoding):
@@ -297,11 +297,10 @@ def _write_qdq(model, ranges, encoding, keep_float, only=None):
                  for user in ([consumer] if consumer is not None else g.consumers.get(t, []))
                  if user.name not in keep]
     if only is not None:
-        edges = [e for e in edges if e[0] in only]
+        edges = [e for e in edges if e[0] in only[0]]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    if only is None:
-        new_inits += _quantize_weights(g, encoding, qparams, head)
+    new_inits += _quantize_weights(g, encoding, qparams, head, None if only is None else only[1])
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -400,16 +399,16 @@ def _insert_qdq(g, edges, ranges, encoding):
     return new_inits, head, after, qparams
 
 
-def _quantize_weights(g, encoding, qparams, head):
-    """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
-    ``cpu``, INT32 biases at activation scale x weight scale)."""
+def _quantize_weights(g, encoding, qparams, head, layers=None):
+    """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized, or of the named
+    ``layers`` (and, for ``cpu``, INT32 biases at activation scale x weight scale)."""
     numpy_helper = require("onnx.numpy_helper")
     helper = require("onnx.helper")
     new_inits, quantized_weights = [], set()
     for node in g.graph.node:
         found = weight_of(g, node)
         data = node.input[0] if node.input else ""
-        if found is None or not data.endswith("_dequantized"):
+        if found is None or (node.name not in layers if layers is not None else not data.endswith("_dequantized")):
             continue
         w_name, axis = found
         weight = g.array(w_name).astype(np.float32)
@@ -423,7 +422,8 @@ def _quantize_weights(g, encoding, qparams, head):
                                          [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
             quantized_weights.add(w_name)
         node.input[1] = key + "_dequantized"
-        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]):
+        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]) and \
+                data.endswith("_dequantized"):
             new_inits += _int32_bias(g, node, qparams[data[:-len("_dequantized")]], scales, head)
     return new_inits
 
