@@ -179,7 +179,8 @@ def weight_errors(weights):
 def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORED, sqnr_images=SQNR_IMAGES):
     """The diagnosis (a JSON-ready dict, ``rows`` worst first) of the calibration ``ranges`` ({tensor:
     {"amax", "min", "max", "rule"}}) of ``fp32_model`` (a ModelProto), with the tune set ``tune``
-    (``search.tune.TuneSet``, whose decision rule scores agreement); see the module doc."""
+    (``search.tune.TuneSet``, whose decision rule scores agreement; its metric is set to agreement: the
+    decisions kept, not the labels'); see the module doc. A weight row's ``tensor`` is its layer's name."""
     from trtkit import log
     from trtkit.precision.qdq import quantization_plan, write_qdq, write_qdq_of
     from trtkit.search.tune import evaluate, score
@@ -207,7 +208,7 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
                      "range_of": None, "rule": "per-channel max", "amax": None, "clipped": 0.0, "drop": None,
                      "agreement": None, "sqnr_db": found["sqnr_db"], "spread": found["spread"]})
     reference = score(tune.reference, tune)
-    tune.use_metric("agreement")  # decisions kept, whatever the labels say
+    tune.use_metric("agreement")
 
     def cost(tensors=(), layers=()):
         return evaluate(write_qdq_of(fp32_model, ranges, encoding, tensors, layers), tune, reference)
