@@ -249,13 +249,37 @@ def int8_target(model):
     return None
 
 
-def _write_qdq(model, ranges, encoding, keep_float):
+def write_qdq_of(model, ranges, encoding, tensors=(), layers=()):
+    """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` and the weights of the
+    ``layers`` quantized, as the writer quantizes them: what they alone cost (``diagnose``). ``cpu``: trtkit's
+    own placement, not ONNX Runtime's quantizer's."""
+    return _write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers)))
+
+
+def quantization_plan(model, encoding):
+    """(graph, activations, weights) of the ``encoding`` Q/DQ graph of ``model``: the graph the writer works on
+    (BatchNorm folded), its quantized activations [(tensor, range tensor, [consumer op types])] and the weights
+    of the layers they feed [(layer, op, weight array, channel axis)] (``cpu``: trtkit's own placement)."""
+    check_encoding(encoding)
+    g = _Graph(_prepared(model))
+    activations, weights = {}, {}
+    for tensor, consumer, source in cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g):
+        users = [consumer] if consumer is not None else g.consumers.get(tensor, [])
+        activations.setdefault((tensor, source), []).extend(u.op_type for u in users)
+        for user in users:
+            found = weight_of(g, user)
+            if found and user.input[0] == tensor and user.name not in weights:
+                weights[user.name] = (user.name, user.op_type, g.array(found[0]), found[1])
+    return g.model, [(t, s, ops) for (t, s), ops in activations.items()], list(weights.values())
+
+
+def _write_qdq(model, ranges, encoding, keep_float, only=None):
     check_encoding(encoding)
     model = _prepared(model)
     keep = set(keep_float)
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
         keep |= float_fed(_Graph(model), keep)
-    if encoding == "cpu":
+    if encoding == "cpu" and only is None:
         from trtkit.precision.qdq_ort import ort_cpu_qdq
         g = _Graph(model)
         logits = head_tensors(g)
@@ -272,9 +296,11 @@ def _write_qdq(model, ranges, encoding, keep_float):
         edges = [(t, user, src) for t, consumer, src in edges
                  for user in ([consumer] if consumer is not None else g.consumers.get(t, []))
                  if user.name not in keep]
+    if only is not None:
+        edges = [e for e in edges if e[0] in only[0]]
     _check_ranges(set(e[2] for e in edges), ranges)
     new_inits, head, after, qparams = _insert_qdq(g, edges, ranges, encoding)
-    new_inits += _quantize_weights(g, encoding, qparams, head)
+    new_inits += _quantize_weights(g, encoding, qparams, head, None if only is None else only[1])
     ordered = list(head)
     for node in g.graph.node:
         ordered.append(node)
@@ -373,16 +399,16 @@ def _insert_qdq(g, edges, ranges, encoding):
     return new_inits, head, after, qparams
 
 
-def _quantize_weights(g, encoding, qparams, head):
-    """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized (and, for
-    ``cpu``, INT32 biases at activation scale x weight scale)."""
+def _quantize_weights(g, encoding, qparams, head, layers=None):
+    """Per-channel INT8 weights of every Conv/Gemm/MatMul whose data input is quantized, or of the named
+    ``layers`` (and, for ``cpu``, INT32 biases at activation scale x weight scale)."""
     numpy_helper = require("onnx.numpy_helper")
     helper = require("onnx.helper")
     new_inits, quantized_weights = [], set()
     for node in g.graph.node:
         found = weight_of(g, node)
         data = node.input[0] if node.input else ""
-        if found is None or not data.endswith("_dequantized"):
+        if found is None or (node.name not in layers if layers is not None else not data.endswith("_dequantized")):
             continue
         w_name, axis = found
         weight = g.array(w_name).astype(np.float32)
@@ -396,7 +422,8 @@ def _quantize_weights(g, encoding, qparams, head):
                                          [key + "_dequantized"], name=key + "_DequantizeLinear", axis=axis))
             quantized_weights.add(w_name)
         node.input[1] = key + "_dequantized"
-        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]):
+        if encoding == "cpu" and len(node.input) > 2 and node.input[2] and g.is_init(node.input[2]) and \
+                data.endswith("_dequantized"):
             new_inits += _int32_bias(g, node, qparams[data[:-len("_dequantized")]], scales, head)
     return new_inits
 

@@ -140,33 +140,43 @@ def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="c
     from trtkit import log
     names = activation_tensors(model)
     session = _instrumented_session(model, names)
-    input_name = session.get_inputs()[0].name
     histograms = dict((n, AbsHistogram(bins)) for n in names)
+    chunks = images
     if isinstance(images, np.ndarray):
         total = images.shape[0]
         chunks = (images[s:s + batch_size] for s in range(0, total, batch_size))
-    else:
-        chunks = images
-    per_image = None
     with log.Progress(progress_label, total=total, unit="img") as bar:
-        for chunk in chunks:
-            start, stop = 0, len(chunk)
-            while start < stop:
-                if fixed_batch:
-                    step = fixed_batch
-                elif per_image is None:
-                    step = 1
-                else:
-                    step = max(1, min(stop - start, ACTIVATION_BUDGET_BYTES // per_image))
-                batch = np.ascontiguousarray(chunk[start:start + step], dtype=np.float32)
-                if fixed_batch and len(batch) != fixed_batch:
-                    break  # a fixed-batch model takes whole batches only
-                values = session.run(names, {input_name: batch})
-                if per_image is None:
-                    per_image = max(1, sum(v.nbytes for v in values))
-                for index, name in enumerate(names):
-                    histograms[name].update(values[index])
-                    values[index] = None  # release each activation once counted
-                bar.update(len(batch))
-                start += step
+        for count, values in activation_stream(session, names, chunks, fixed_batch):
+            for index, name in enumerate(names):
+                histograms[name].update(values[index])
+                values[index] = None  # release each activation once counted
+            bar.update(count)
     return histograms
+
+
+def activation_stream(session, names, chunks, fixed_batch=None):
+    """Yield (images, [array per name in ``names``]) for each sub-batch of ``chunks`` (an iterable of NCHW
+    batches) run through ``session`` (``_instrumented_session``): sub-batches are sized so that their
+    activations (all returned at once) stay within ``ACTIVATION_BUDGET_BYTES``, the first image alone measuring
+    the size per image, so memory is bounded whatever the model, the input size or the batch size. A model
+    whose batch is fixed (``fixed_batch``) runs exactly that many images a run (a last, smaller one is left
+    out). The caller may drop each array as soon as it has used it."""
+    input_name = session.get_inputs()[0].name
+    per_image = None
+    for chunk in chunks:
+        start, stop = 0, len(chunk)
+        while start < stop:
+            if fixed_batch:
+                step = fixed_batch
+            elif per_image is None:
+                step = 1
+            else:
+                step = max(1, min(stop - start, ACTIVATION_BUDGET_BYTES // per_image))
+            batch = np.ascontiguousarray(chunk[start:start + step], dtype=np.float32)
+            if fixed_batch and len(batch) != fixed_batch:
+                break  # a fixed-batch model takes whole batches only
+            values = session.run(names, {input_name: batch})
+            if per_image is None:
+                per_image = max(1, sum(v.nbytes for v in values) // len(batch))
+            yield len(batch), values
+            start += step
