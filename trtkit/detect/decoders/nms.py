@@ -17,10 +17,24 @@ What is read from the graph (each can be given with ``--decoder-param``):
   true when every box value of a run on a zero image is within 0-1.5;
 - ``iou_threshold``, ``score_threshold``, ``max_output_boxes_per_class``: NonMaxSuppression's constant inputs
   (absent: the specification's defaults, 0, no threshold, all boxes);
-- ``class_agnostic``: true when the scores reach NMS through a ``ReduceMax`` over the classes (ultralytics'
-  best class per box): the class scores before it are read instead, and NMS runs across classes;
+- ``class_agnostic``: true when the scores reach NMS through a ``ReduceMax`` over the classes (a best class per
+  box): the class scores before it are read instead, and NMS runs across classes; false when the boxes are
+  shifted apart by class (below), which makes the one NMS a per-class one;
+- ``class_offset``, ``best_class``: a per-class NMS written as one NMS on boxes shifted by ``class index x a
+  constant`` (ultralytics' ``nms=True``: ``class / C`` on boxes scaled by ``1 / imgsz / C``; its python NMS's and
+  torchvision's ``batched_nms``'s ``class x max_wh``), seen as an ``Add`` whose other operand comes from an
+  ``ArgMax``: the shifted tensor holds no boxes (every class but 0 lies off the image), so the cut
+  reads the ``Add``'s box operand (``class_offset`` names the offset tensor) and NMS runs per class. When the
+  scores are a best class per box (``ReduceMax``), ``best_class`` keeps in ``decoded`` only each box's best class
+  score (the others 0), so a box is a candidate of its best class alone, as there;
+- ``candidate_threshold``: the ``c`` of an exporter's own candidate filter between the network and the NMS (a
+  per-image ``GatherND`` of ``NonZero(score > c)``, ultralytics' ``conf``; a constant scale of the boxes there,
+  the boxes' ``/ imgsz / C``, changes no IoU): the cut reads the tensors before it, ``c`` becomes
+  ``score_threshold`` (the larger of the two when NMS has its own);
 - ``detections``: the detections per image: the smallest constant ``k`` of a ``TopK`` after the NMS (a
-  best-K of the kept), else ``max_output_boxes_per_class`` per class (once when class-agnostic).
+  best-K of the kept) or of a ``Slice`` from 0 to ``k`` (ultralytics' ``keep[:max_det]``), else
+  ``max_output_boxes_per_class`` per class (once when class-agnostic or ``best_class``: NMS saw one score per
+  box, its one "class" all of them).
 
 Boxes are not clipped: the graph's own NMS compared them as they are, and so does the host's.
 """
@@ -29,10 +43,12 @@ import numpy as np
 
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
 
-PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_agnostic", "score_layout",
-          "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
+PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_agnostic", "best_class",
+          "score_layout", "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
 _THROUGH = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 NORMALIZED_SPAN = 1.5  # a zero image's boxes within this: fractions of the input
+_INDEX_PATH = ("Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity")  # NonZero to GatherND indices
+CLASS_INDEX_DEPTH = 10  # how far up an Add's operand an ArgMax makes it a class offset
 
 
 def _constant(model, name):
@@ -74,8 +90,132 @@ def _reduced_classes(model, scores):
     return None
 
 
+def _scalar(model, name):
+    """A one-value constant's float, else None."""
+    value = _constant(model, name) if name else None
+    return None if value is None or np.asarray(value).size != 1 else float(np.asarray(value).reshape(-1)[0])
+
+
+def _filter_threshold(model, producers, indices):
+    """The ``c`` of ``NonZero(x > c)`` that ``indices`` comes from through reshapes (an exporter's per-image
+    ``x[x > c]``), else None."""
+    node = producers.get(indices)
+    for _ in range(8):
+        if node is None:
+            return None
+        if node.op_type == "NonZero":
+            compare = producers.get(node.input[0])
+            return _scalar(model, compare.input[1]) if compare is not None and compare.op_type == "Greater" else None
+        if node.op_type not in _INDEX_PATH:
+            return None
+        node = producers.get(node.input[0])
+    return None
+
+
+def _argmax_depth(producers, name):
+    """How many nodes up from ``name`` the nearest ArgMax is (a class index), or None within
+    ``CLASS_INDEX_DEPTH``."""
+    frontier, seen = [name], set()
+    for depth in range(CLASS_INDEX_DEPTH):
+        step = []
+        for tensor in frontier:
+            node = producers.get(tensor)
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.op_type == "ArgMax":
+                return depth
+            step.extend(i for i in node.input if i)
+        frontier = step
+    return None
+
+
+def _whole_slice(model, node, shapes):
+    """Whether a Slice keeps its input whole (``boxes[:, :4]`` of ``[K, 4]`` boxes): starts 0, steps 1, ends at
+    or past each sliced axis's known size."""
+    if len(node.input) < 3:
+        return False
+    starts, ends = _constant(model, node.input[1]), _constant(model, node.input[2])
+    axes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    steps = _constant(model, node.input[4]) if len(node.input) > 4 and node.input[4] else None
+    dims = shapes().get(node.input[0])
+    if starts is None or ends is None or dims is None or np.asarray(starts).any() or \
+            (steps is not None and np.any(np.asarray(steps) != 1)):
+        return False
+    axes = range(len(np.asarray(ends).reshape(-1))) if axes is None else np.asarray(axes).reshape(-1)
+    for axis, end in zip(axes, np.asarray(ends).reshape(-1)):
+        size = dims[int(axis) % len(dims)] if dims else None
+        if not isinstance(size, int) or size <= 0 or end < size:
+            return False
+    return True
+
+
+def _shapes(model):
+    """A function answering ``{tensor: [dims]}`` (ints where known) of ``model``'s inferred shapes, inferred once
+    when first asked."""
+    found = []
+
+    def shapes():
+        if not found:
+            from onnx import shape_inference
+            inferred = shape_inference.infer_shapes(model)
+            dims = {}
+            for info in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
+                if info.type.tensor_type.HasField("shape"):
+                    dims[info.name] = [d.dim_value if d.HasField("dim_value") else None
+                                       for d in info.type.tensor_type.shape.dim]
+            found.append(dims)
+        return found[0]
+    return shapes
+
+
+def _unwind(model, name, boxes):
+    """(the tensor, what was passed) up from NonMaxSuppression's ``boxes`` (``boxes`` true) or ``scores`` input
+    ``name`` through what an exporter puts between its network and one NMS: reshapes; a per-image candidate
+    filter (``GatherND`` of ``NonZero(x > c)``: ``candidate_threshold`` c) and the image's ``Gather`` (index 0 on
+    axis 0); for boxes, a constant positive scale (no IoU changes), a whole ``Slice`` and a class offset (an
+    ``Add`` with an operand nearer an ``ArgMax``: ``class_offset``, the box operand followed). The tensor answered
+    is the one just above the last filter, image ``Gather`` or offset passed (``name`` when none): the walk goes
+    on through reshapes and scales only to find one, since above the exporter's last step they are the
+    network's own (a Transpose to ``[N, A, 4]``, a scale to pixels)."""
+    producers = dict((out, node) for node in model.graph.node for out in node.output)
+    shapes, passed, found = _shapes(model), {}, name
+    for _ in range(64):
+        node = producers.get(name)
+        if node is None:
+            break
+        op, inputs = node.op_type, list(node.input)
+        if op in _THROUGH:
+            name = inputs[0]
+        elif op == "GatherND" and len(inputs) == 2 and _filter_threshold(model, producers, inputs[1]) is not None:
+            passed["candidate_threshold"] = _filter_threshold(model, producers, inputs[1])
+            name = found = inputs[0]
+        elif op == "Gather" and _scalar(model, inputs[1]) == 0 and np.asarray(_constant(model, inputs[1])).ndim == 0 \
+                and next((a.i for a in node.attribute if a.name == "axis"), 0) == 0:
+            name = found = inputs[0]  # image 0 of a per-image loop (a batch-1 export); the cut keeps every image
+        elif not boxes:
+            break
+        elif op == "Mul" and len(inputs) == 2 and any((_scalar(model, i) or 0) > 0 for i in inputs):
+            name = inputs[1] if (_scalar(model, inputs[0]) or 0) > 0 else inputs[0]
+        elif op == "Div" and len(inputs) == 2 and (_scalar(model, inputs[1]) or 0) > 0:
+            name = inputs[0]
+        elif op == "Slice" and _whole_slice(model, node, shapes):
+            name = inputs[0]
+        elif op == "Add" and len(inputs) == 2 and "class_offset" not in passed:
+            depths = [_argmax_depth(producers, i) for i in inputs]
+            if depths[0] is None and depths[1] is None or depths[0] == depths[1]:
+                break
+            offset = 0 if depths[1] is None or (depths[0] is not None and depths[0] < depths[1]) else 1
+            passed["class_offset"] = inputs[offset]
+            name = found = inputs[1 - offset]
+        else:
+            break
+    return found, passed
+
+
 def _after(model, start):
-    """The smallest constant ``k`` of a TopK fed (directly or not) by ``start``, or None."""
+    """The smallest constant ``k`` of a TopK, or end of a Slice from 0, fed (directly or not) by ``start``, or
+    None."""
     consumers = {}
     for node in model.graph.node:
         for name in node.input:
@@ -91,6 +231,13 @@ def _after(model, start):
                 k = _constant(model, node.input[1])
                 if k is not None and np.asarray(k).size == 1:
                     found.append(int(np.asarray(k).reshape(-1)[0]))
+            if node.op_type == "Slice" and len(node.input) > 2:  # keep[:k] (opset 10's Slice: inputs)
+                starts, ends = _constant(model, node.input[1]), _constant(model, node.input[2])
+                steps = _constant(model, node.input[4]) if len(node.input) > 4 and node.input[4] else None
+                if starts is not None and ends is not None and np.asarray(ends).size == 1 and \
+                        not np.asarray(starts).any() and (steps is None or np.all(np.asarray(steps) == 1)) and \
+                        0 < int(np.asarray(ends).reshape(-1)[0]) < 2 ** 31:
+                    found.append(int(np.asarray(ends).reshape(-1)[0]))
             stack.extend(node.output)
     return min(found) if found else None
 
@@ -120,16 +267,26 @@ class Nms(object):
         for index, key, default in ((2, "max_output_boxes_per_class", 0), (3, "iou_threshold", 0.0),
                                     (4, "score_threshold", None)):
             name = nms.input[index] if len(nms.input) > index else ""
-            value = _constant(model, name) if name else np.asarray(default)
-            if value is None and key not in given:
+            value = _constant(model, name) if name else default
+            if value is None and name and key not in given:
                 raise fail("NonMaxSuppression's {} '{}' is computed in the graph, not a constant".format(key, name),
                            hint="pass --decoder-param {}=VALUE".format(key))
-            if value is not None and np.asarray(value).size:
+            if value is not None and np.asarray(value).size:  # an absent score_threshold: none
                 read[key] = np.asarray(value).reshape(-1)[0].item()
-        reduced = _reduced_classes(model, nms.input[1])
+        boxes, passed = _unwind(model, nms.input[0], boxes=True)
+        scores, filtered = _unwind(model, nms.input[1], boxes=False)
+        passed.update(filtered)
+        if passed:  # only an exporter's offset or filter is looked through: else the NMS's inputs as they are
+            read["boxes"], read["scores"] = boxes, scores
+            read["class_offset"] = passed.get("class_offset")
+        if passed.get("candidate_threshold") is not None:
+            read["candidate_threshold"] = passed["candidate_threshold"]
+            read["score_threshold"] = max(read.get("score_threshold") or 0.0, passed["candidate_threshold"])
+        reduced = _reduced_classes(model, read["scores"])
         if reduced is not None:
             read["scores"], read["class_axis"] = reduced
-            read["class_agnostic"] = True
+            read["class_agnostic"] = "class_offset" not in passed  # shifted apart by class: NMS per class
+            read["best_class"] = "class_offset" in passed
         detections = _after(model, nms.output[0])
         if detections is not None:
             read["detections"] = detections
@@ -162,11 +319,14 @@ class Nms(object):
             boxes.span is not None and boxes.span <= NORMALIZED_SPAN and min(input_hw) > 2 * NORMALIZED_SPAN
         agnostic = flag(given.get("class_agnostic", False), "class_agnostic")
         per_class = int(given.get("max_output_boxes_per_class", 0)) or anchors
-        detections = int(given.get("detections") or min(per_class * (1 if agnostic else classes), anchors * classes))
+        single = agnostic or flag(given.get("best_class", False), "best_class")  # NMS saw one score per box
+        detections = int(given.get("detections") or min(per_class * (1 if single else classes), anchors * classes))
         return {"boxes": boxes.name, "scores": scores.name, "score_layout": layout, "num_classes": int(classes),
                 "anchors": anchors, "center_point_box": int(given.get("center_point_box", 0)),
                 "order": choice(given.get("order", "xyxy"), "order", ("xyxy", "yxyx")), "normalized": normalized,
-                "class_agnostic": agnostic, "iou_threshold": float(given.get("iou_threshold", 0.0)),
+                "class_agnostic": agnostic, "best_class": flag(given.get("best_class", False), "best_class"),
+                "class_offset": given.get("class_offset"), "candidate_threshold": given.get("candidate_threshold"),
+                "iou_threshold": float(given.get("iou_threshold", 0.0)),
                 "score_threshold": float(given.get("score_threshold") or 0.0),
                 "max_output_boxes_per_class": per_class, "detections": detections,
                 "dropped": given.get("dropped")}
@@ -198,6 +358,10 @@ class Nms(object):
         scores = params["scores"]
         if params["score_layout"] == "classes_first":
             scores = tail.op("Transpose", [scores], perm=[0, 2, 1])
+        if params.get("best_class"):  # each box's best class score alone: scores x (scores == their max)
+            best = tail.op("ReduceMax", [scores, tail.const([-1], np.int64, "axes")], keepdims=1) \
+                if tail.opset >= 18 else tail.op("ReduceMax", [scores], axes=[-1], keepdims=1)
+            scores = tail.op("Mul", [scores, tail.op("Cast", [tail.op("Equal", [scores, best])], to=1)])
         return tail.op("Concat", [corners, scores], axis=-1)
 
     def reference(self, arrays, params, input_hw):
@@ -217,4 +381,6 @@ class Nms(object):
         scores = np.asarray(arrays[params["scores"]], dtype=np.float64)
         if params["score_layout"] == "classes_first":
             scores = scores.transpose(0, 2, 1)
+        if params.get("best_class"):
+            scores = scores * (scores == scores.max(axis=-1, keepdims=True))
         return np.concatenate([corners, scores], -1)
