@@ -66,6 +66,20 @@ class Head(nn.Module):
         return boxes, scores
 
 
+def _with_selection_outputs(model, out):
+    """``model`` ending in its exporter's selection outputs (``selected``, ``det_boxes``, ``det_scores``,
+    ``det_classes``), checked and saved to ``out``; returns ``out``."""
+    g = model.graph
+    del g.output[:]
+    g.output.extend([helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3]),
+                     helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [None, 4]),
+                     helper.make_tensor_value_info("det_scores", TensorProto.FLOAT, [None]),
+                     helper.make_tensor_value_info("det_classes", TensorProto.INT64, [None])])
+    onnx.checker.check_model(model)
+    onnx.save(model, out)
+    return out
+
+
 def with_nms_tail(path, style, max_out, iou, score):
     """The exported head with the selection inside, as its exporter writes it: NonMaxSuppression then a
     GatherND tail to ``selected`` [M, 3], ``det_boxes`` [M, 4], ``det_scores`` [M], ``det_classes`` [M]."""
@@ -93,15 +107,7 @@ def with_nms_tail(path, style, max_out, iou, score):
                   helper.make_node("Squeeze", ["class_col", "col1"], ["det_classes"])]
     nodes.append(helper.make_node("GatherND", ["boxes", "image_anchor"], ["det_boxes"]))
     g.node.extend(nodes)
-    del g.output[:]
-    g.output.extend([helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3]),
-                     helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [None, 4]),
-                     helper.make_tensor_value_info("det_scores", TensorProto.FLOAT, [None]),
-                     helper.make_tensor_value_info("det_classes", TensorProto.INT64, [None])])
-    onnx.checker.check_model(model)
-    out = path.replace(".onnx", ".nms.onnx")
-    onnx.save(model, out)
-    return out
+    return _with_selection_outputs(model, path.replace(".onnx", ".nms.onnx"))
 
 
 def export(tmp_path, style):
@@ -260,15 +266,7 @@ def with_class_offset_nms_tail(path, max_out, iou, score, max_wh=7680.0):
         helper.make_node("GatherND", ["best", "selected"], ["det_scores"]),
         helper.make_node("GatherND", ["best_class", "image_anchor"], ["det_classes"]),
         helper.make_node("GatherND", ["boxes", "image_anchor"], ["det_boxes"])])
-    del g.output[:]
-    g.output.extend([helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3]),
-                     helper.make_tensor_value_info("det_boxes", TensorProto.FLOAT, [None, 4]),
-                     helper.make_tensor_value_info("det_scores", TensorProto.FLOAT, [None]),
-                     helper.make_tensor_value_info("det_classes", TensorProto.INT64, [None])])
-    onnx.checker.check_model(model)
-    out = path.replace(".onnx", ".offset_nms.onnx")
-    onnx.save(model, out)
-    return out
+    return _with_selection_outputs(model, path.replace(".onnx", ".offset_nms.onnx"))
 
 
 def test_class_offset_boxes_are_read_unshifted_and_nms_runs_per_class(tmp_path):
