@@ -126,7 +126,8 @@ class VariantMaker(object):
         result = result or self.calibrate(method)
         onnx_path = None
         if files.onnx:
-            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target)
+            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target,
+                                 self.config.float_depthwise)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
         report = dict(result.report, source=str(self.data), split=self.calibration_images().split,
@@ -150,7 +151,8 @@ class VariantMaker(object):
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""
         from trtkit.precision.qdq import write_qdq
-        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target)
+        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target,
+                         float_depthwise=self.config.float_depthwise)
 
     def fp32_model(self):
         """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""

@@ -33,6 +33,7 @@ class CalibrationConfig(Options):
                  cpu_isa="auto"):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
         self.method = check_method(DEFAULT_METHOD if method is None else method)
+        self.float_depthwise = False  # the task's (``for_task``): depthwise convs and their inputs stay float
         self.images = int(images)
         self.batch = int(batch)
         self.percentile = float(percentile)
@@ -56,13 +57,17 @@ class CalibrationConfig(Options):
         return self.data if self.data is not None else default
 
     def for_task(self, task):
-        """This config with ``task``'s own range method (``Task.calibration_method``) when none was given."""
+        """This config with ``task``'s own range method (``Task.calibration_method``) when none was given, and
+        its float layers (``Task.int8_float_depthwise``)."""
         wanted = getattr(task, "calibration_method", None)
-        if self.method_given or not wanted or wanted == self.method:
+        depthwise = bool(getattr(task, "int8_float_depthwise", False))
+        if (self.method_given or not wanted or wanted == self.method) and depthwise == self.float_depthwise:
             return self
         import copy
         resolved = copy.copy(self)
-        resolved.method = check_method(wanted)
+        if not (self.method_given or not wanted):
+            resolved.method = check_method(wanted)
+        resolved.float_depthwise = depthwise
         return resolved
 
     def to_keywords(self):
@@ -76,7 +81,7 @@ class CalibrationConfig(Options):
                 "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
-                "cpu_isa": self.cpu_isa}
+                "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise}
 
     @classmethod
     def add_arguments(cls, parser, data_default="the --data source"):

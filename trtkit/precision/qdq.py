@@ -27,8 +27,8 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.onnx.normalize import drop_unused_initializers
-from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, float_fed, head_tensors, tensorrt_edges,
-                                       weight_of)
+from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, depthwise_float, float_fed, head_tensors,
+                                       tensorrt_edges, weight_of)
 
 ENCODINGS = ("tensorrt", "cpu")
 _MIN_SCALE = 1e-8
@@ -167,29 +167,33 @@ def _prepared(model):
     return model
 
 
-def quantizable_layers(model, encoding):
+def quantizable_layers(model, encoding, float_depthwise=False):
     """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights, the
     classifier layer included: its input and weights are INT8, its logits stay float), in graph order: what
-    ``keep_float`` can name."""
+    ``keep_float`` can name (``float_depthwise``: less those ``qdq_place.depthwise_float`` keeps anyway)."""
     check_encoding(encoding)
     g = _Graph(_prepared(model))
     head = head_tensors(g)
+    kept = set(depthwise_float(g)) if float_depthwise else set()
     return [(node.name, node.op_type) for node in g.graph.node
-            if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))]
+            if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))
+            and node.name not in kept]
 
 
 INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_type"} as JSON
 
 
-def write_qdq(model, ranges, encoding, keep_float=(), target=None):
+def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwise=False):
     """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
-    layers (``quantizable_layers``) left in float: a mixed-precision graph. ``target`` (``cpu`` encoding:
+    layers (``quantizable_layers``) left in float: a mixed-precision graph. ``float_depthwise``: depthwise
+    convs and what feeds them stay float too (``qdq_place.depthwise_float``: a detector's default, see
+    ``tasks.detection``). ``target`` (``cpu`` encoding:
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
-    written = _write_qdq(model, ranges, encoding, keep_float)
+    written = _write_qdq(model, ranges, encoding, keep_float, float_depthwise)
     if _weight_type(encoding, target) == "uint8":
         shift_weights_to_uint8(written)
     _record_target(written, encoding, target)
@@ -249,10 +253,12 @@ def int8_target(model):
     return None
 
 
-def _write_qdq(model, ranges, encoding, keep_float):
+def _write_qdq(model, ranges, encoding, keep_float, float_depthwise=False):
     check_encoding(encoding)
     model = _prepared(model)
     keep = set(keep_float)
+    if float_depthwise:
+        keep.update(depthwise_float(_Graph(model)))
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
         keep |= float_fed(_Graph(model), keep)
     if encoding == "cpu":
