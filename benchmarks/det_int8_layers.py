@@ -191,49 +191,10 @@ def tensor_table(int8, fp32_model, images, ranges):
 def conv_table(fp32_model, images):
     """Per Conv: the SQNR of its output when only its input is quantized (uint8, the input's min/max over
     ``images``, per tensor as ONNX Runtime's QLinearConv takes it) against the float conv, and the input's
-    per-channel spread (largest channel |max| / median channel |max|): where per-tensor activation scales
-    hurt, and which convs cannot average the rounding of a narrow channel away (a depthwise conv)."""
-    import onnx
-    from onnx import helper, numpy_helper
-    inits = dict((i.name, numpy_helper.to_array(i)) for i in fp32_model.graph.initializer)
-    convs = [n for n in fp32_model.graph.node if n.op_type == "Conv" and n.input[1] in inits]
-    inputs = list(dict.fromkeys(n.input[0] for n in convs))
-    run = session(fp32_model, inputs)
-    feed = run.get_inputs()[0].name
-    names = [o.name for o in run.get_outputs()]
-    acts = []
-    for i in range(len(images)):
-        acts.append(dict(zip(names, run.run(None, {feed: images[i:i + 1]}))))
-        acts[-1][feed] = images[i:i + 1]
-    rows = []
-    for node in convs:
-        attrs = dict((a.name, helper.get_attribute_value(a)) for a in node.attribute)
-        weights = [numpy_helper.from_array(inits[node.input[1]], "w")]
-        if len(node.input) > 2 and node.input[2]:
-            weights.append(numpy_helper.from_array(inits[node.input[2]], "b"))
-        graph = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"][:1 + len(weights)], ["y"], **attrs)], "c",
-                                  [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
-                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], weights)
-        conv = session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-        xs = [a[node.input[0]] for a in acts]
-        low, high = min(0.0, min(float(x.min()) for x in xs)), max(0.0, max(float(x.max()) for x in xs))
-        scale = max(high - low, 1e-12) / 255.0
-        zero = np.round(-low / scale)
-        signal = noise = 0.0
-        for x in xs:
-            y = conv.run(None, {"x": x})[0].astype(np.float64)
-            q = ((np.clip(np.round(x / scale) + zero, 0, 255) - zero) * scale).astype(np.float32)
-            signal += (y ** 2).sum()
-            noise += ((y - conv.run(None, {"x": q})[0]) ** 2).sum()
-        channels = np.max([np.abs(x).max(axis=(0, 2, 3)) for x in xs], axis=0)
-        w = inits[node.input[1]]
-        kind = "depthwise" if attrs.get("group", 1) > 1 and attrs.get("group") == w.shape[0] else (
-            "1x1" if w.shape[2:] == (1, 1) else "kxk")
-        rows.append({"conv": node.name, "kind": kind, "input": node.input[0],
-                     "sqnr_db": 10 * np.log10(signal / max(noise, 1e-30)),
-                     "spread": float(channels.max() / max(np.median(channels), 1e-12)), "min": low, "max": high})
-    rows.sort(key=lambda r: r["sqnr_db"])
-    return rows
+    per-channel spread: trtkit's own measurement (``precision.depthwise.conv_input_sqnr``, which the
+    ``measured`` depthwise rule runs with the calibration's ranges)."""
+    from trtkit.precision.depthwise import conv_input_sqnr
+    return conv_input_sqnr(fp32_model, images)
 
 
 def main(argv=None):

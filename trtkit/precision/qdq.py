@@ -170,11 +170,11 @@ def _prepared(model):
 def quantizable_layers(model, encoding, float_depthwise=False):
     """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights, the
     classifier layer included: its input and weights are INT8, its logits stay float), in graph order: what
-    ``keep_float`` can name (``float_depthwise``: less those ``qdq_place.depthwise_float`` keeps anyway)."""
+    ``keep_float`` can name (``float_depthwise``, as ``write_qdq``'s: less those it keeps anyway)."""
     check_encoding(encoding)
     g = _Graph(_prepared(model))
     head = head_tensors(g)
-    kept = set(depthwise_float(g)) if float_depthwise else set()
+    kept = set(_depthwise_kept(g, float_depthwise))
     return [(node.name, node.op_type) for node in g.graph.node
             if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))
             and node.name not in kept]
@@ -188,8 +188,9 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwi
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
     layers (``quantizable_layers``) left in float: a mixed-precision graph. ``float_depthwise``: depthwise
-    convs and what feeds them stay float too (``qdq_place.depthwise_float``: a detector's default, see
-    ``tasks.detection``). ``target`` (``cpu`` encoding:
+    convs kept float with what feeds them (``qdq_place.depthwise_float``): True every one, else the names of
+    those (``precision.depthwise.measure_depthwise``'s "kept": a detector's default, see ``tasks.detection``).
+    ``target`` (``cpu`` encoding:
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
@@ -257,8 +258,7 @@ def _write_qdq(model, ranges, encoding, keep_float, float_depthwise=False):
     check_encoding(encoding)
     model = _prepared(model)
     keep = set(keep_float)
-    if float_depthwise:
-        keep.update(depthwise_float(_Graph(model)))
+    keep.update(_depthwise_kept(_Graph(model), float_depthwise))
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
         keep |= float_fed(_Graph(model), keep)
     if encoding == "cpu":
@@ -292,6 +292,12 @@ def _write_qdq(model, ranges, encoding, keep_float, float_depthwise=False):
     del model.graph.value_info[:]
     model.doc_string = "trtkit INT8 Q/DQ ({} encoding)".format(encoding)
     return model
+
+
+def _depthwise_kept(g, float_depthwise):
+    if float_depthwise is True:
+        return depthwise_float(g)
+    return depthwise_float(g, set(float_depthwise)) if float_depthwise else []
 
 
 def _drop_qdq_of(model, tensors):

