@@ -168,6 +168,7 @@ def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
     return found, 1000.0 * seconds / max(1, len(paths)), {
         "artifact": chosen[0].get("name"), "status": chosen[0].get("status"), "map": verify.get("accuracy"),
         "reference_map": verify.get("reference_accuracy"), "verify_f1_vs_fp32": verify.get("f1_agreement"),
+        "float_layers": chosen[0].get("float_layers"), "float_depthwise": chosen[0].get("float_depthwise"),
         "selection": manifest.get("selection") or manifest.get("options", {}).get("selection")}
 
 
@@ -246,6 +247,8 @@ def markdown(records, cpu=None):
                 continue
             suffix = (f.get("artifact") or "").split(".", 1)[-1]
             variant = precision if not suffix or precision.startswith(suffix) else "{} ({})".format(precision, suffix)
+            if f.get("float_layers"):  # how much of a quantized variant is float
+                variant += ", {float}/{weighted} layers float".format(**f["float_layers"])
             lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
                 variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
                 f["found"], fmt(f.get("map"), ".3f"), fmt(f.get("reference_map"), ".3f"),

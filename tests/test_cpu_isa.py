@@ -116,7 +116,7 @@ def test_an_avx2_build_writes_uint8_weights_keeps_its_gate_and_records_its_targe
     onnx = pytest.importorskip("onnx")
     import trtkit
     from onnx import numpy_helper
-    from trtkit.precision.qdq import int8_target
+    from trtkit.precision.int8_target import int8_target
     isa = this_cpu().describe()
     result = trtkit.build(precision="fp32,int8", backend="onnxruntime", out=str(tmp_path / "b"), bench_seconds=0,
                           cpu_isa="avx2")

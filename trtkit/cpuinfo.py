@@ -157,7 +157,7 @@ def mismatch(made_for, cpu=None):
 
 def check_artifact(recorded, name):
     """Warn (once per call, one line) when the INT8 artifact ``name``, whose graph records ``recorded`` (the
-    JSON text or dict of ``precision.qdq.INT8_TARGET_KEY``), runs on a CPU it was not made for. Returns the
+    JSON text or dict of ``precision.int8_target.INT8_TARGET_KEY``), runs on a CPU it was not made for. Returns the
     record (None for graphs without one: FP32/FP16, or made elsewhere)."""
     import json
     if not recorded:

@@ -89,7 +89,7 @@ class OnnxRuntimeRunner(Runner):
                                                      "(onnxruntime-gpu's requirements), or drop --strict to run there")
             log.warn(text + " (results are labelled by the providers in use)")
         from trtkit.cpuinfo import check_artifact
-        from trtkit.precision.qdq import INT8_TARGET_KEY
+        from trtkit.precision.int8_target import INT8_TARGET_KEY
         if not any(p in GPU_PROVIDERS for p in self.providers_in_use):
             self.int8_target = check_artifact(self.session.get_modelmeta().custom_metadata_map.get(INT8_TARGET_KEY),
                                               os.path.basename(self.path))

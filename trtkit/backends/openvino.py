@@ -177,7 +177,7 @@ class OpenVINORunner(Runner):
             return
         from trtkit.cpuinfo import check_artifact
         from trtkit.deps import require
-        from trtkit.precision.qdq import INT8_TARGET_KEY
+        from trtkit.precision.int8_target import INT8_TARGET_KEY
         model = require("onnx").load(self.path, load_external_data=False)
         recorded = dict((p.key, p.value) for p in model.metadata_props).get(INT8_TARGET_KEY)
         check_artifact(recorded, os.path.basename(self.path))

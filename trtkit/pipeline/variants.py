@@ -55,6 +55,17 @@ class Int8Files(object):
         return cls(prefix + ".onnx", prefix + ".calib.cache", prefix + ".calibration.json")
 
 
+def float_layer_record(qdq_model):
+    """{"float", "weighted", "names"}: how many of a Q/DQ graph's (a ModelProto or its path) layers with weights
+    run in float (a reader of the manifest sees how much of an "int8" variant is float)."""
+    from trtkit.precision.depthwise import float_layers
+    if isinstance(qdq_model, str):
+        from trtkit.deps import require
+        qdq_model = require("onnx", "reading the INT8 ONNX").load(qdq_model)
+    names, total = float_layers(qdq_model)
+    return {"float": len(names), "weighted": total, "names": names}
+
+
 class VariantMaker(object):
     """Makes the variants of one FP32 ONNX into ``out_dir``.
 
@@ -79,6 +90,7 @@ class VariantMaker(object):
             self.target = resolve_target(self.config.cpu_isa)
         self._images = images
         self._fp32_model = None
+        self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -126,13 +138,16 @@ class VariantMaker(object):
         result = result or self.calibrate(method)
         onnx_path = None
         if files.onnx:
-            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target)
+            kept, depthwise = self.float_depthwise(result.ranges)
+            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target,
+                                 kept)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
         report = dict(result.report, source=str(self.data), split=self.calibration_images().split,
                       trt_calibration_cache=files.cache)
         if onnx_path:
-            report.update(encoding=self.encoding, int8_onnx=files.onnx)
+            report.update(encoding=self.encoding, int8_onnx=files.onnx, float_depthwise=depthwise,
+                          float_layers=float_layer_record(onnx_path))
         write_json(self._path(files.report), report)
         meta = {"calibration": {"method": result.method, "images": report["images"], "data": str(self.data),
                                 "report": files.report, "trt_calibration_cache": files.cache,
@@ -140,6 +155,8 @@ class VariantMaker(object):
                                 "rules": report["rules"]}}
         if onnx_path:
             meta["int8_encoding"] = self.encoding
+            meta["float_depthwise"] = depthwise
+            meta["float_layers"] = report["float_layers"]
             if self.target:
                 from trtkit.cpuinfo import this_cpu, weight_type
                 meta["isa"] = {"target": self.target, "weight_type": weight_type(self.target),
@@ -150,7 +167,28 @@ class VariantMaker(object):
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""
         from trtkit.precision.qdq import write_qdq
-        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target)
+        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target,
+                         float_depthwise=self.float_depthwise(ranges)[0])
+
+    def float_depthwise(self, ranges):
+        """(``write_qdq``'s ``float_depthwise`` under the config's rule with ``ranges``, the record of it for the
+        manifest: None when off). ``measured`` runs ``precision.depthwise.measure_depthwise`` on the first
+        ``MEASURE_IMAGES`` calibration images, once per ranges."""
+        rule = self.config.float_depthwise
+        if rule == "off":
+            return False, None
+        if rule == "all":
+            return True, {"rule": "all"}
+        from trtkit.precision.depthwise import MEASURE_IMAGES, measure_depthwise
+        key = hash(tuple(sorted((n, r["amax"], r["min"], r["max"]) for n, r in ranges.items())))
+        if key not in self._depthwise:
+            images = self.calibration_images()
+            batches = images.batches(MEASURE_IMAGES) if hasattr(images, "images") else images.batches(
+                MEASURE_IMAGES, progress=False)
+            first = next(iter(batches))[0]
+            self._depthwise[key] = measure_depthwise(self.fp32_model(), first, ranges, self.encoding)
+        measured = self._depthwise[key]
+        return measured["kept"], measured
 
     def fp32_model(self):
         """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""
@@ -180,7 +218,8 @@ class VariantMaker(object):
         path = self._path("{}.{}.onnx".format(self.name, label))
         with atomic_path(path) as tmp:
             onnx.save(graph, tmp)
-        meta = dict(base.meta, kept_layers=list(kept_layers), kept_in=kept_in, mixed_from=base.label)
+        meta = dict(base.meta, kept_layers=list(kept_layers), kept_in=kept_in, mixed_from=base.label,
+                    float_layers=float_layer_record(graph))
         return Variant(label, "mixed", path, meta, base.calibration, tune)
 
     def _path(self, file_name):

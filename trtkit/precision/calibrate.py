@@ -317,12 +317,12 @@ def calibration_selection(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
     return select(source, contract, split="train", limit=count, seed=seed)
 
 
-def save_qdq(fp32_onnx, ranges, encoding, dst, target=None):
+def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=False):
     """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` with ``ranges`` to ``dst`` (atomically); ``target``:
-    the CPU the ``cpu`` encoding is for (``trtkit.cpuinfo``)."""
+    the CPU the ``cpu`` encoding is for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
     onnx = require("onnx", "writing the INT8 ONNX")
     from trtkit.precision.qdq import write_qdq
-    model = write_qdq(onnx.load(fp32_onnx), ranges, encoding, target=target)
+    model = write_qdq(onnx.load(fp32_onnx), ranges, encoding, target=target, float_depthwise=float_depthwise)
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
     return dst

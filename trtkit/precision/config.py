@@ -30,9 +30,13 @@ class CalibrationConfig(Options):
 
     def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
-                 cpu_isa="auto"):
+                 cpu_isa="auto", float_depthwise=None):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
         self.method = check_method(DEFAULT_METHOD if method is None else method)
+        from trtkit.precision.depthwise import check_rule
+        # which depthwise convs stay float with their inputs (precision.depthwise.RULES); None: the task's
+        self.float_depthwise_given = float_depthwise is not None
+        self.float_depthwise = check_rule(float_depthwise)
         self.images = int(images)
         self.batch = int(batch)
         self.percentile = float(percentile)
@@ -56,19 +60,27 @@ class CalibrationConfig(Options):
         return self.data if self.data is not None else default
 
     def for_task(self, task):
-        """This config with ``task``'s own range method (``Task.calibration_method``) when none was given."""
+        """This config with ``task``'s own range method (``Task.calibration_method``) when none was given, and
+        its float layers (``Task.int8_float_depthwise``)."""
         wanted = getattr(task, "calibration_method", None)
-        if self.method_given or not wanted or wanted == self.method:
+        from trtkit.precision.depthwise import check_rule
+        depthwise = self.float_depthwise if self.float_depthwise_given else check_rule(
+            getattr(task, "int8_float_depthwise", "off"))
+        if (self.method_given or not wanted or wanted == self.method) and depthwise == self.float_depthwise:
             return self
         import copy
         resolved = copy.copy(self)
-        resolved.method = check_method(wanted)
+        if not (self.method_given or not wanted):
+            resolved.method = check_method(wanted)
+        resolved.float_depthwise = depthwise
         return resolved
 
     def to_keywords(self):
         values = Options.to_keywords(self)
         if not self.method_given:  # a method left to the task stays so through a round trip
             values["calib_method"] = None
+        if not self.float_depthwise_given:
+            values["int8_float_depthwise"] = None
         return values
 
     def to_dict(self):
@@ -76,7 +88,7 @@ class CalibrationConfig(Options):
                 "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
-                "cpu_isa": self.cpu_isa}
+                "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise}
 
     @classmethod
     def add_arguments(cls, parser, data_default="the --data source"):
@@ -110,6 +122,11 @@ class CalibrationConfig(Options):
               help="the x86 CPU a CPU INT8 artifact is for: vnni (AVX-512 VNNI / AVX-VNNI: int8 weights), avx2 "
                    "(no VNNI: uint8 weights, run by saturation-free U8U8 kernels, as u8 x s8 pairs saturate there), or auto: this machine's (default); "
                    "the manifest records it and runners warn on a CPU it does not fit"),
+        Field("int8_float_depthwise", "float_depthwise", choices=["off", "measured", "all"],
+              help="depthwise convs an INT8 graph keeps in float, with their input and the layers producing it: "
+                   "measured (those whose output loses SQNR under 25 dB from their quantized input, measured on "
+                   "a few calibration images; the detectors' default), all, or off (everything else's default); "
+                   "the manifest records which and how many layers are float"),
     )
 
 

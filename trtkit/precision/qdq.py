@@ -27,8 +27,10 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.onnx.normalize import drop_unused_initializers
-from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, float_fed, head_tensors, tensorrt_edges,
-                                       weight_of)
+from trtkit.precision.int8_target import record_target as _record_target, shift_weights_to_uint8, \
+    weight_type_of as _weight_type
+from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, depthwise_float, float_fed, head_tensors,
+                                       tensorrt_edges, weight_of)
 
 ENCODINGS = ("tensorrt", "cpu")
 _MIN_SCALE = 1e-8
@@ -167,86 +169,37 @@ def _prepared(model):
     return model
 
 
-def quantizable_layers(model, encoding):
+def quantizable_layers(model, encoding, float_depthwise=False):
     """[(node name, op type)] of the layers ``write_qdq`` runs in INT8 (Conv/Gemm/MatMul with weights, the
     classifier layer included: its input and weights are INT8, its logits stay float), in graph order: what
-    ``keep_float`` can name."""
+    ``keep_float`` can name (``float_depthwise``, as ``write_qdq``'s: less those it keeps anyway)."""
     check_encoding(encoding)
     g = _Graph(_prepared(model))
     head = head_tensors(g)
+    kept = set(_depthwise_kept(g, float_depthwise))
     return [(node.name, node.op_type) for node in g.graph.node
-            if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))]
+            if weight_of(g, node) is not None and not any(t in head for t in activation_inputs(g, node))
+            and node.name not in kept]
 
 
-INT8_TARGET_KEY = "trtkit.int8_target"  # metadata_props: {"encoding", "target", "weight_type"} as JSON
 
 
-def write_qdq(model, ranges, encoding, keep_float=(), target=None):
+def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwise=False):
     """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
-    layers (``quantizable_layers``) left in float: a mixed-precision graph. ``target`` (``cpu`` encoding:
+    layers (``quantizable_layers``) left in float: a mixed-precision graph. ``float_depthwise``: depthwise
+    convs kept float with what feeds them (``qdq_place.depthwise_float``): True every one, else the names of
+    those (``precision.depthwise.measure_depthwise``'s "kept": a detector's default, see ``tasks.detection``).
+    ``target`` (``cpu`` encoding:
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
-    written = _write_qdq(model, ranges, encoding, keep_float)
+    written = _write_qdq(model, ranges, encoding, keep_float, float_depthwise=float_depthwise)
     if _weight_type(encoding, target) == "uint8":
         shift_weights_to_uint8(written)
     _record_target(written, encoding, target)
     return written
-
-
-def _weight_type(encoding, target):
-    """``int8``, or ``uint8`` for a ``cpu`` graph made for a CPU without VNNI (``trtkit.cpuinfo``)."""
-    from trtkit.cpuinfo import weight_type
-    return weight_type(target) if encoding == "cpu" and target else "int8"
-
-
-def shift_weights_to_uint8(model):
-    """Rewrite every int8 weight of ``model`` (a DequantizeLinear reading an int8 initializer) as uint8 with
-    zero point 128, in place: the same levels, so the same dequantized weights, but run by ONNX Runtime's U8U8
-    kernels, which do not saturate on CPUs without VNNI. Not ONNX Runtime's quantizer's own
-    ``weight_type=QUInt8``: its symmetric uint8 grid (scale amax/127.5) is another rounding of the weights, and
-    measured on the zoo replicas it agreed less with FP32 than these levels do (benchmarks/emulated_cpu.py)."""
-    numpy_helper = require("onnx.numpy_helper")
-    onnx = require("onnx", "writing the INT8 ONNX")
-    inits = dict((i.name, i) for i in model.graph.initializer)
-    done = set()
-    for node in model.graph.node:
-        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or node.input[0] not in inits:
-            continue
-        weight, zero = inits[node.input[0]], inits.get(node.input[2])
-        if weight.data_type != onnx.TensorProto.INT8 or zero is None:
-            continue
-        for tensor in (weight, zero):
-            if tensor.name not in done:
-                shifted = numpy_helper.to_array(tensor).astype(np.int16) + 128
-                tensor.CopyFrom(numpy_helper.from_array(shifted.astype(np.uint8), tensor.name))
-                done.add(tensor.name)
-
-
-def _record_target(model, encoding, target):
-    import json
-    kind = _weight_type(encoding, target)
-    kept = [p for p in model.metadata_props if p.key != INT8_TARGET_KEY]
-    del model.metadata_props[:]
-    model.metadata_props.extend(kept)
-    entry = model.metadata_props.add()
-    entry.key = INT8_TARGET_KEY
-    entry.value = json.dumps({"encoding": encoding, "target": target if encoding == "cpu" else "tensorrt",
-                              "weight_type": kind}, sort_keys=True)
-
-
-def int8_target(model):
-    """The {"encoding", "target", "weight_type"} a trtkit Q/DQ graph records, or None."""
-    import json
-    for prop in model.metadata_props:
-        if prop.key == INT8_TARGET_KEY:
-            try:
-                return json.loads(prop.value)
-            except ValueError:
-                return None
-    return None
 
 
 def write_qdq_of(model, ranges, encoding, tensors=(), layers=()):
@@ -273,10 +226,11 @@ def quantization_plan(model, encoding):
     return g.model, [(t, s, ops) for (t, s), ops in activations.items()], list(weights.values())
 
 
-def _write_qdq(model, ranges, encoding, keep_float, only=None):
+def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=False):
     check_encoding(encoding)
     model = _prepared(model)
     keep = set(keep_float)
+    keep.update(_depthwise_kept(_Graph(model), float_depthwise))
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
         keep |= float_fed(_Graph(model), keep)
     if encoding == "cpu" and only is None:
@@ -312,6 +266,12 @@ def _write_qdq(model, ranges, encoding, keep_float, only=None):
     del model.graph.value_info[:]
     model.doc_string = "trtkit INT8 Q/DQ ({} encoding)".format(encoding)
     return model
+
+
+def _depthwise_kept(g, float_depthwise):
+    if float_depthwise is True:
+        return depthwise_float(g)
+    return depthwise_float(g, set(float_depthwise)) if float_depthwise else []
 
 
 def _drop_qdq_of(model, tensors):

@@ -50,7 +50,7 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
     """The ``cpu`` Q/DQ ModelProto of ``model`` (opset >= 13, BatchNorm folded) from ``ranges``, or None
     when this ONNX Runtime cannot take precomputed ranges. ``cpu_range(entry)`` -> (rmin, rmax);
     ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it). Weights are
-    int8; ``qdq.write_qdq`` shifts them to uint8 for CPUs without VNNI (``qdq.shift_weights_to_uint8``)."""
+    int8; ``qdq.write_qdq`` shifts them to uint8 for CPUs without VNNI (``int8_target.shift_weights_to_uint8``)."""
     if not supported():
         return None
     for index, node in enumerate(model.graph.node):  # the quantizer excludes nodes by name

@@ -38,8 +38,10 @@ def layer_sensitivity(maker, ranges, tune, reference_figures):
     from trtkit.precision.calibrate import graph_hash
     from trtkit.precision.qdq import quantizable_layers
     model, encoding, use_cache = maker.fp32_model(), maker.encoding, maker.config.use_cache
-    layers = quantizable_layers(model, encoding)
+    depthwise = maker.float_depthwise(ranges)[0]
+    layers = quantizable_layers(model, encoding, depthwise)
     key = hashlib.sha256(json.dumps([SENSITIVITY_FORMAT, graph_hash(model), encoding,
+                                     depthwise if isinstance(depthwise, bool) else sorted(depthwise),
                                      maker.target, tune.identity, tune.metric, tune.kind.name,
                                      sorted((k, round(v["amax"], 7)) for k, v in ranges.items())]).encode("utf-8"))
     path = os.path.join(cache_dir("search"), key.hexdigest()[:24] + ".sensitivity.json")

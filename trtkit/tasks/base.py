@@ -71,6 +71,7 @@ class Task(object):
     sample = None
     predict = None
     calibration_method = None  # INT8 ranges when --calib-method is not given (None: the calibration default)
+    int8_float_depthwise = "off"  # depthwise convs INT8 keeps float with their inputs (precision.depthwise.RULES)
 
     # ------------------------------------------------------------ recognising a model
     def recognises(self, dims):
