@@ -115,6 +115,8 @@ def test_a_decoder_that_raises_answers_wrong_shapes_or_cannot_be_imported_is_one
     with pytest.raises(InputError, match="--decoder-param is for the built-in decoders"):
         DecoderOptions(decoder="mine.py:decode", params=["strides=8"])
     assert DecoderOptions(decoder=_corners).decoder.endswith("test_host_decoder:_corners")
+    first, second = (host_decoder.register(lambda outputs, hw, k=k: k) for k in (1, 2))
+    assert first != second and host_decoder.resolve(first)(None, None) == 1  # two lambdas are not one decoder
 
 
 def test_the_cli_names_a_failing_decoder_file_in_one_line_before_building(tmp_path):

@@ -42,12 +42,15 @@ def is_reference(value):
 
 
 def register(value):
-    """The reference of a ``--decoder`` value (a function is kept for this process under its name)."""
+    """The reference of a ``--decoder`` value (a function is kept for this process under its name; a lambda's or
+    a closure's name is made unique, as it cannot be imported: ``trtkit.load(decoder=)`` gives it again)."""
     if not callable(value):
         return value.strip()
     module = getattr(value, "__module__", None) or "__main__"
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) or repr(value)
     reference = "{}:{}".format(module, name)
+    if "<" in name:  # a lambda or a closure: no name to import it by, and two of them share one
+        reference += "@{:x}".format(id(value))
     _FUNCTIONS[reference] = value
     return reference
 
