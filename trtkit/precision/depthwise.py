@@ -42,17 +42,14 @@ def check_rule(rule):
 
 def quantize_like_graph(x, entry, encoding):
     """``x`` quantized and dequantized as the ``encoding`` Q/DQ graph does with range ``entry`` (a
-    calibration range {"amax", "min", "max"}; None: ``x``'s own min/max, uint8, as ONNX Runtime's QLinearConv)."""
-    from trtkit.precision.qdq import asymmetric_params, cpu_range, symmetric_scale
-    if entry is None:
-        scale, zero = asymmetric_params(float(x.min()), float(x.max()))
-        low, high = 0, 255
-    elif encoding == "tensorrt":
-        scale, zero, low, high = symmetric_scale(entry["amax"]), 0, -128, 127
-    else:
-        scale, zero = asymmetric_params(*cpu_range(entry))
-        low, high = 0, 255
-    return ((np.clip(np.round(x / scale) + zero, low, high) - zero) * scale).astype(np.float32)
+    calibration range {"amax", "min", "max"}: ``diagnose.fake_quantize``, the one numpy twin of the writer's
+    Q/DQ; None: ``x``'s own min/max, uint8, as ONNX Runtime's QLinearConv)."""
+    if entry is not None:
+        from trtkit.precision.diagnose import fake_quantize
+        return fake_quantize(x, entry, encoding)[0].astype(np.float32)
+    from trtkit.precision.qdq import asymmetric_params
+    scale, zero = asymmetric_params(float(x.min()), float(x.max()))
+    return ((np.clip(np.round(x / scale) + zero, 0, 255) - zero) * scale).astype(np.float32)
 
 
 def _conv_session(node, weights, fed_bias):
