@@ -167,3 +167,36 @@ def test_calibrate_report_cli(tmp_path):
     assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
     shown = run_cli(["calibrate", "--help"])
     assert shown.returncode == 0 and "--report-layers" in shown.stdout and "SQNR" in shown.stdout
+
+
+def test_a_build_with_report_diagnoses_its_int8_variant_and_records_it(tmp_path, capsys):
+    """``trtkit build --report``: the INT8 variant's calibration is diagnosed after verification; the file lies
+    beside the artifacts, the variant's record names it with the summary and its worst tensors, the options are
+    recorded, and the table is printed. A build with no INT8 variant says --report had nothing to do."""
+    import trtkit
+    from trtkit.pipeline.diagnosis import hint
+    model_path = str(tmp_path / "tiny.onnx")
+    onnx.save(_tiny_classifier(outlier_channel=False), model_path)
+    data = str(tmp_path / "data.npz")
+    np.savez(data, images=_images(160, seed=3), labels=np.arange(160) % CLASSES)
+    out = str(tmp_path / "out")
+    result = trtkit.build(onnx=model_path, data=data, precision="fp32,int8", backend="onnxruntime", out=out,
+                          bench_seconds=0, calib_images=32, report=True, report_layers=1, report_images=24)
+    manifest = result.manifest
+    int8 = result.artifact("int8")
+    record = int8["diagnosis"]
+    assert record["file"] == "tiny.int8-{}.diagnosis.json".format(int8["calibration"]["method"])
+    found = json.load(open(os.path.join(out, record["file"])))
+    assert found["scored"] == 2 and found["images"] == {"sqnr": 16, "agreement": 24} and len(found["rows"]) == 9
+    assert record["drop"] == found["drop"] and set(record["drop"]) == {"int8", "activations_only", "weights_only"}
+    assert [w["tensor"] for w in record["worst"]] == [r["tensor"] for r in found["rows"][:3]]
+    assert "diagnosis" not in result.artifact("fp32")
+    assert manifest["options"]["diagnosis"] == {"scored": 1, "images": 24}
+    assert "INT8 diagnosis" in capsys.readouterr().out
+    assert hint(manifest) is None  # its INT8 fails its gate (a random tiny model), and is diagnosed
+    assert hint({"artifacts": [dict(int8, status="failing")]}) is None  # failed, and diagnosed
+    failing = {"artifacts": [dict(int8, status="failing", diagnosis=None)]}
+    assert "--report" in hint(failing) and int8["name"] in hint(failing)
+    trtkit.build(onnx=model_path, data=data, precision="fp32", backend="onnxruntime", out=str(tmp_path / "o2"),
+                 bench_seconds=0, report=True)
+    assert "this build made none" in capsys.readouterr().err

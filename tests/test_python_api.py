@@ -125,7 +125,7 @@ def _build_parser():
 
 # Constructor parameters that are no flag, and why (a new parameter must be given a Field, or a reason here).
 NOT_FLAGS = {
-    "BuildOptions": {"source", "calibration", "tensorrt", "search"},  # its parts: their fields are its flags
+    "BuildOptions": {"source", "calibration", "tensorrt", "search", "diagnosis"},  # its parts: their fields are its flags
     # input_size: a shortcut of input={"size": ...}, which the --input-size field sets; foreign: its part
     "ModelOptions": {"input_size", "foreign"},
     "CalibrationConfig": {"seed"},  # fixed for repeatable calibrations; the manifest records it

@@ -42,4 +42,7 @@ def run(args):
     summary = gate_summary(manifest)
     if summary:
         log.warn(summary + " (--strict makes this an error)")
+        from trtkit.pipeline.diagnosis import hint
+        if hint(manifest):
+            log.info(hint(manifest))
     return 0

@@ -14,6 +14,7 @@ from trtkit.errors import InputError
 from trtkit.keywords import Field, Options, add_fields
 from trtkit.precision.types import DEFAULT_MIN_AGREEMENT, REQUESTABLE as PRECISIONS, Precision
 from trtkit.precision.config import CalibrationConfig
+from trtkit.precision.diagnose import DiagnosisOptions
 from trtkit.search.config import SearchConfig
 from trtkit.pipeline.source import ModelOptions
 
@@ -25,7 +26,8 @@ class BuildOptions(Options):
     """Every choice of a build: the build's own (below) and its parts', each an option object of its step.
 
     ``source``: a ModelOptions (which model; default: the sample), ``calibration``: a CalibrationConfig,
-    ``tensorrt``: a TensorRTOptions, ``search``: a SearchConfig (each: its defaults when None);
+    ``tensorrt``: a TensorRTOptions, ``search``: a SearchConfig, ``diagnosis``: a DiagnosisOptions (``--report``:
+    the INT8 variants' per-tensor diagnosis, ``pipeline.diagnosis``) (each: its defaults when None);
     ``precisions``: a list or comma string of precisions, or ``auto``; ``min_agreement``: {precision:
     fraction} or "fp16=0.995,int8=0.97", over the precisions' defaults. ``from_keywords`` makes one from
     ``trtkit build``'s flag names (``trtkit.build()`` does), ``from_args`` from the parsed flags.
@@ -34,7 +36,7 @@ class BuildOptions(Options):
     def __init__(self, source=None, precisions=("fp32", "fp16"), backend="auto", out=DEFAULT_OUT, data="sample",
                  verify_images=DEFAULT_VERIFY_IMAGES, batch_size=32, tolerance=1e-3, strict=False,
                  throughput_seconds=1.0, throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None,
-                 search=None):
+                 search=None, diagnosis=None):
         self.source = source or ModelOptions()
         self.precisions = parse_precisions(precisions)
         self.backend = backend
@@ -50,6 +52,7 @@ class BuildOptions(Options):
         self.calibration = calibration or CalibrationConfig()
         self.tensorrt = tensorrt or TensorRTOptions()
         self.search = search or SearchConfig()
+        self.diagnosis = diagnosis or DiagnosisOptions()
         self.auto = self.precisions == ["auto"]
         if self.batch_size < 1 or self.throughput_batch < 1:
             raise InputError("batch sizes must be at least 1 (--batch-size {}, --throughput-batch {})".format(
@@ -81,6 +84,8 @@ class BuildOptions(Options):
             record["calibration"] = self.calibration.to_dict()
         if self.auto:
             record["search"] = self.search.to_dict()
+        if self.diagnosis.enabled:
+            record["diagnosis"] = self.diagnosis.to_dict()
         if backend_name.startswith("tensorrt"):
             record["tensorrt"] = self.tensorrt.to_dict()
         return record
@@ -88,7 +93,7 @@ class BuildOptions(Options):
     # ---------------------------------------------------------------- keywords and flags
     WHAT = "trtkit.build()"
     PARTS = (("source", ModelOptions), ("calibration", CalibrationConfig), ("tensorrt", TensorRTOptions),
-             ("search", SearchConfig))
+             ("search", SearchConfig), ("diagnosis", DiagnosisOptions))
     BUILD = (
         Field("precision", "precisions", metavar="LIST",
               help="comma list of {}, or auto: the fastest variant within --max-drop (default: fp32,fp16)".format(
@@ -131,6 +136,7 @@ class BuildOptions(Options):
         TensorRTOptions.add_arguments(parser)
         add_fields(parser.add_argument_group("verification"), cls.VERIFICATION)
         CalibrationConfig.add_arguments(parser)
+        DiagnosisOptions.add_arguments(parser)
         SearchConfig.add_arguments(parser)
 
 

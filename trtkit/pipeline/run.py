@@ -389,6 +389,8 @@ def _build_into(options, folder):
     log.info("verifying {} on {} held-out images ...".format(
         ", ".join(a["name"].split(".", 1)[-1] for a in manifest["artifacts"]), len(state.selection)))
     manifest["verification"] = _verify_all(state, manifest["artifacts"])
+    from trtkit.pipeline.diagnosis import diagnose_int8_variants
+    diagnose_int8_variants(state, manifest["artifacts"], options.diagnosis)
     if options.auto:
         _select(state, manifest, search)
     manifest["build_seconds"] = round(time.time() - total_start, 2)

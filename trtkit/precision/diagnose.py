@@ -69,7 +69,8 @@ class DiagnosisOptions(Options):
                    "against FP32, the share of values its range clips, the range rule, a weight's channel "
                    "spread, and the agreement points lost when only that tensor is INT8 (ONNX Runtime, "
                    "the model's own decision rule); prints the worst {} and writes OUT/NAME.diagnosis.json "
-                   "(every tensor)".format(PRINTED_ROWS)),
+                   "(every tensor; a build: NAME.int8-METHOD.diagnosis.json, and a summary in each INT8 "
+                   "variant's manifest record)".format(PRINTED_ROWS)),
         Field("report_layers", "scored", type=int, metavar="N",
               help="--report: activations, and layers' weights, scored by agreement: the N of each with the "
                    "lowest SQNR (one pass of the tune images each; default: {}; 0: SQNR and clipping "
