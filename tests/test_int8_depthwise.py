@@ -124,3 +124,21 @@ def test_detectors_measure_depthwise_classifiers_do_not():
     assert CalibrationConfig(float_depthwise="off").for_task(tasks.of("detection")).float_depthwise == "off"
     with pytest.raises(InputError):
         CalibrationConfig(float_depthwise="some")
+
+
+def test_the_build_table_says_how_much_of_an_int8_variant_is_float():
+    """An ``int8`` variant of the measured depthwise rule is partly float: the table says how much, and why; an
+    all-INT8 variant and a float variant get no such line."""
+    from trtkit.pipeline.table import format_table
+    def record(name, precision, **extra):
+        return dict({"name": name, "precision": precision, "backend": "onnxruntime", "bytes": 1000}, **extra)
+    manifest = {"model": {"task": "classification"}, "artifacts": [
+        record("m.fp32", "fp32"), record("m.int8", "int8", float_layers={"float": 0, "weighted": 9, "names": []}),
+        record("m.int8-minmax", "int8", float_layers={"float": 2, "weighted": 9, "names": ["dw1", "dw2"]},
+               float_depthwise={"rule": "measured", "kept": ["dw1", "dw2"]}),
+        record("m.mixed-k3", "mixed", float_layers={"float": 3, "weighted": 9, "names": ["a", "b", "c"]})]}
+    lines = format_table(manifest).splitlines()
+    assert ("m.int8-minmax: 2 of its 9 weighted layers run in float (depthwise convolutions whose INT8 input loses "
+            "too much: --int8-float-depthwise measured)") in lines
+    assert "m.mixed-k3: 3 of its 9 weighted layers run in float" in lines
+    assert not [line for line in lines if line.startswith("m.int8:") or line.startswith("m.fp32:")]

@@ -38,10 +38,24 @@ def format_table(manifest):
             format_range(ref["reference_accuracy"], (ref.get("intervals") or {}).get("reference_accuracy"))))
     lines += ["* {}: {}".format(a["name"], a["status_detail"]) for a in manifest["artifacts"]
               if a.get("significant") is False and a.get("status_detail")]
+    lines += [_float_share(a) for a in manifest["artifacts"] if (a.get("float_layers") or {}).get("float")]
     if any((a.get("verify") or {}).get("intervals") for a in manifest["artifacts"]):
         lines.append("(>= x): the lower end of the 95% interval; [a, b]: the 95% interval; over {} verified images".format(
             max((a.get("verify") or {}).get("images") or 0 for a in manifest["artifacts"])))
     return "\n".join(lines)
+
+
+def _float_share(artifact):
+    """The line under the table that says how much of a quantized variant runs in float: an ``int8`` variant of
+    the measured depthwise rule is not all INT8, and its name alone would not say so."""
+    share = artifact["float_layers"]
+    why = ""
+    depthwise = artifact.get("float_depthwise") or {}
+    if artifact.get("precision") == "int8" and (depthwise.get("rule") == "all" or depthwise.get("kept")):
+        why = " (depthwise convolutions{}: --int8-float-depthwise {})".format(
+            " whose INT8 input loses too much" if depthwise.get("rule") == "measured" else "", depthwise["rule"])
+    return "{}: {} of its {} weighted layers run in float{}".format(artifact["name"], share["float"],
+                                                                   share["weighted"], why)
 
 
 def _figure(verify, bounds, column):
