@@ -75,6 +75,7 @@ def saturated_pairs(cols, weights):
     return int(np.sum((pairs > 32767) | (pairs < -32768)))
 
 
+@pytest.mark.extended  # why AVX2 gets uint8 weights; what it gets is the landing tier's (the AVX2 build, emulation)
 def test_int8_weights_saturate_16_bit_pairs_on_real_tensors(sample, tmp_path):
     """Why an AVX2 target gets uint8 weights: the u8 x s8 kernels of CPUs without VNNI (vpmaddubsw) sum pairs
     of products in 16 bits, and the sample's real activations with its int8 weights overflow some of them."""

@@ -90,6 +90,7 @@ def mobilenet_v3_module():
     return train_briefly(mobilenet_v3_style(num_classes=10), train.images, train.labels, epochs=8)
 
 
+@pytest.mark.extended  # the landing tier builds the same module at 32x48 in INT8 below (FP16 of a module: elsewhere)
 def test_a_mobilenet_v3_style_module_at_32x48_keeps_accuracy_in_every_precision(mobilenet_v3_module, tmp_path):
     """Issue 14's acceptance: depthwise convolutions, hardswish and squeeze-excite, non-square, trained briefly."""
     result = trtkit.build(model=mobilenet_v3_module, input_size=(32, 48), resize="stretch", precision="fp32,fp16,int8",

@@ -22,7 +22,8 @@ from benchmarks.real_models.data import image  # noqa: E402
 pytest.importorskip("onnxruntime")
 pytest.importorskip("matplotlib")  # its wheel's fonts draw the data
 
-FAST = ["rapidocr_textline_cls", "chessvision_pieces"]
+# chessvision's runs are the extended tier's (a capability's second model): the landing tier keeps rapidocr's
+FAST = ["rapidocr_textline_cls", pytest.param("chessvision_pieces", marks=pytest.mark.extended)]
 
 
 def _prepare(name, count, root):
