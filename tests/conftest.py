@@ -1,6 +1,6 @@
 """Shared fixtures: one trained sample model and one sample build per test session.
 
-The sample model trains once (about a minute on two cores) into a cache under
+The sample model trains once (under two minutes on two cores) into a cache under
 .pytest_cache, so local re-runs reuse it; CI starts clean and trains it once.
 """
 

@@ -6,7 +6,7 @@ NAME = "build"
 HELP = "export, make FP32/FP16/INT8 variants, build engines, verify and time them"
 DESCRIPTION = """Turn a trained classifier into verified, timed engines.
 
-With no arguments: trains (first run, about a minute) or reuses a ResNet18 on
+With no arguments: trains (first run, under two minutes) or reuses a ResNet18 on
 scikit-learn's digits, exports it to ONNX, makes FP32 and FP16 variants, runs
 them with the best backend here, verifies each against FP32 PyTorch on
 held-out images, and writes OUT/manifest.json."""
