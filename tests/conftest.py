@@ -116,31 +116,58 @@ def pytest_collection_modifyitems(config, items):
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = kept
-    if not config.option.collectonly:
-        _train_detection_sample_beside(len(items))
+    if not config.option.collectonly and _train_detection_sample_beside(len(items)):
+        items[:] = detector_files_last(items)
 
 
 BACKGROUND = []  # the detection sample's trainer, when this session started one
 
+# The test files that build or load the trained detection sample (a file missing here only waits for it)
+DETECTOR_FILES = ("test_detect_nms_tail.py", "test_detection_app.py", "test_detection_build.py",
+                  "test_detection_sizes.py", "test_detection_training.py", "test_foreign_decoders.py",
+                  "test_gpu_check_detection.py", "test_host_decoder.py")
+
+
+def detector_files_last(items):
+    """``items`` with those of ``DETECTOR_FILES`` after all others, each group in its own order (whole files
+    move, so no module fixture is made twice)."""
+    wants = [item.fspath.basename in DETECTOR_FILES for item in items]
+    return [i for i, w in zip(items, wants) if not w] + [i for i, w in zip(items, wants) if w]
+
 
 def _train_detection_sample_beside(count):
     """A whole-suite run (``BACKGROUND_FROM`` tests or more) with no cached detection sample trains it in a
-    process of its own, on one thread, beside the first tests (which train the classification sample, and need
-    no detector). Why: the sample trainings are most of a cold run, a training step is many small operations
-    that leave a second core idle, and two threads contending with other work slowed it up to 14x on a loaded
-    machine (1549 s, where one thread took about 9 minutes). The first test that wants the detector waits for it
-    on the cache's lock (``fileio.made_once``), and loads what it wrote; TRTKIT_BACKGROUND_SAMPLES=0 turns it off."""
+    process of its own, on one thread, beside the tests, and the files that want it run last; True when it
+    started one.
+
+    Why: the sample trainings are most of a cold run. The classification sample trains first, on the test
+    process's two threads (the first tests need it), so the trainer waits for its checkpoint: two trainings at
+    once only share the same two cores, where the tests that follow leave part of a core idle (subprocesses
+    starting, small graphs, waits) for the trainer to use. One thread: a training step is many small operations
+    whose two threads wait for each other under load (1549 s, where one thread took about 9 minutes). A test
+    that wants the detector before it is done waits on the cache's lock (``fileio.made_once``) and loads what
+    it wrote; TRTKIT_BACKGROUND_SAMPLES=0 turns all of this off."""
     if count < BACKGROUND_FROM or os.environ.get("TRTKIT_BACKGROUND_SAMPLES") == "0":
-        return
+        return False
     from trtkit.models.sample import sample_detection_path
     if os.path.isfile(sample_detection_path()):
-        return
+        return False
     log = open(os.path.join(CACHE, "detection-sample-training.log"), "w")
-    code = "from trtkit.models.sample import sample_detection_model; sample_detection_model()"
+    code = ("import os, time\n"
+            "from trtkit.models.sample import sample_checkpoint_path, sample_detection_model\n"
+            "waited = 0\n"
+            "while not os.path.isfile(sample_checkpoint_path()) and waited < {}:\n"
+            "    time.sleep(2)\n"
+            "    waited += 2\n"
+            "sample_detection_model()\n").format(CLASSIFIER_WAIT_S)
     BACKGROUND.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
                                        env=dict(os.environ, TRTKIT_CACHE=CACHE, PYTHONPATH=ROOT,
                                                 OMP_NUM_THREADS="1")))
     log.close()
+    return True
+
+
+CLASSIFIER_WAIT_S = 1200  # a classification sample not trained by then (a run that never needs it): train anyway
 
 
 BACKGROUND_FROM = 200
