@@ -188,7 +188,8 @@ def test_a_build_with_report_diagnoses_its_int8_variant_and_records_it(tmp_path,
     assert record["file"] == "tiny.int8-{}.diagnosis.json".format(int8["calibration"]["method"])
     found = json.load(open(os.path.join(out, record["file"])))
     assert found["scored"] == 2 and found["images"] == {"sqnr": 16, "agreement": 24} and len(found["rows"]) == 9
-    assert record["drop"] == found["drop"] and set(record["drop"]) == {"int8", "activations_only", "weights_only"}
+    assert record["drop"] == found["drop"] and set(record["drop"]) == {"int8", "activations_only", "weights_only",
+                                                                       "int8_rows_placement"}  # cpu encoding
     assert [w["tensor"] for w in record["worst"]] == [r["tensor"] for r in found["rows"][:3]]
     assert "diagnosis" not in result.artifact("fp32")
     assert manifest["options"]["diagnosis"] == {"scored": 1, "images": 24}
@@ -200,3 +201,22 @@ def test_a_build_with_report_diagnoses_its_int8_variant_and_records_it(tmp_path,
     trtkit.build(onnx=model_path, data=data, precision="fp32", backend="onnxruntime", out=str(tmp_path / "o2"),
                  bench_seconds=0, report=True)
     assert "this build made none" in capsys.readouterr().err
+
+
+def test_the_cpu_diagnosis_quantizes_weights_as_the_variant_does(tiny):
+    """Found by a blind test (rapidocr's classifier on a CPU without VNNI): the build's variant has uint8 weights
+    there, the diagnosis quantized with int8 ones, whose 16-bit pair sums saturate, and said INT8 lost 7.8 points
+    where the variant lost none. The one-tensor graphs now take the variant's target, and a diagnosis of the
+    ``cpu`` encoding says what its own placement loses whole, beside the built graph's figure."""
+    from onnx import TensorProto
+    from trtkit.precision.diagnose import diagnose, format_table
+    from trtkit.precision.qdq import write_qdq_of
+    model, ranges, tune = tiny
+    for target, weight_type in (("avx2", TensorProto.UINT8), ("vnni", TensorProto.INT8)):
+        graph = write_qdq_of(model, ranges, "cpu", layers=["conv2"], target=target)
+        quantized = set(n.input[0] for n in graph.graph.node if n.op_type == "DequantizeLinear")
+        types = [i.data_type for i in graph.graph.initializer if i.name in quantized and len(i.dims) == 4]
+        assert types == [weight_type], (target, types)
+    found = diagnose(model, ranges, tune(), "cpu", scored=1, target="avx2")
+    assert found["target"] == "avx2" and found["drop"]["int8_rows_placement"] is not None
+    assert "int8 as built (ONNX Runtime's quantizer) loses" in format_table(found)

@@ -177,11 +177,15 @@ def weight_errors(weights):
 
 # ------------------------------------------------------------------ diagnosis
 
-def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORED, sqnr_images=SQNR_IMAGES):
+def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORED, sqnr_images=SQNR_IMAGES,
+             target=None):
     """The diagnosis (a JSON-ready dict, ``rows`` worst first) of the calibration ``ranges`` ({tensor:
     {"amax", "min", "max", "rule"}}) of ``fp32_model`` (a ModelProto), with the tune set ``tune``
     (``search.tune.TuneSet``, whose decision rule scores agreement; its metric is set to agreement: the
-    decisions kept, not the labels'); see the module doc. A weight row's ``tensor`` is its layer's name."""
+    decisions kept, not the labels'); see the module doc. A weight row's ``tensor`` is its layer's name.
+    ``target``: the CPU the ``cpu`` encoding is for (``trtkit.cpuinfo``): its weight type, as the build's
+    variant has it (int8 weights run on a CPU without VNNI saturate where uint8 ones do not: a diagnosis
+    without it would blame INT8 for what only the wrong weight type loses)."""
     from trtkit import log
     from trtkit.precision.qdq import quantization_plan, write_qdq, write_qdq_of
     from trtkit.search.tune import evaluate, score
@@ -212,11 +216,16 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
     tune.use_metric("agreement")
 
     def cost(tensors=(), layers=()):
-        return evaluate(write_qdq_of(fp32_model, ranges, encoding, tensors, layers), tune, reference)
+        return evaluate(write_qdq_of(fp32_model, ranges, encoding, tensors, layers, target), tune, reference)
 
     everything = [a[0] for a in activations], [w[0] for w in weights]
-    summary = {"int8": evaluate(write_qdq(fp32_model, ranges, encoding), tune, reference)["drop"],
+    whole = write_qdq(fp32_model, ranges, encoding, target=target)
+    summary = {"int8": evaluate(whole, tune, reference)["drop"],
                "activations_only": cost(everything[0])["drop"], "weights_only": cost((), everything[1])["drop"]}
+    if "ONNX Runtime's quantizer" in (whole.doc_string or ""):
+        # the variant's graph is ONNX Runtime's placement; the rows can only be trtkit's own (one tensor at a
+        # time): say what that placement loses whole, so the rows are read against their own total
+        summary["int8_rows_placement"] = cost(everything[0], everything[1])["drop"]
     count = max(0, int(scored))
     worst = [r for kind in ("activation", "weight")
              for r in sorted((r for r in rows if r["kind"] == kind), key=_by_sqnr)[:count]]
@@ -230,7 +239,7 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
             row["agreement"] = round(measured[key]["agreement"], 6)
             bar.update(1)
     rows.sort(key=lambda r: (-(r["drop"] if r["drop"] is not None else -1.0),) + _by_sqnr(r))
-    return {"encoding": encoding, "metric": "agreement", "images": {"sqnr": int(len(sqnr_set)),
+    return {"encoding": encoding, "target": target, "metric": "agreement", "images": {"sqnr": int(len(sqnr_set)),
                                                                      "agreement": int(len(tune.images))},
             "activations": len(activations), "weights": len(weights), "scored": len(worst),
             "drop": summary, "seconds": round(time.time() - start, 1), "legend": LEGEND, "rows": rows}
@@ -249,18 +258,24 @@ def diagnose_calibration(maker, ranges, options, model_info=None):
     info = model_info or {}
     tune = load_tune_set(maker.data, maker.contract, options.images, maker.fp32_onnx, kind=info.get("output_kind"),
                          task=info.get("task"), model_info=info)
-    return diagnose(maker.fp32_model(), ranges, tune, maker.encoding or "tensorrt", options.scored)
+    return diagnose(maker.fp32_model(), ranges, tune, maker.encoding or "tensorrt", options.scored,
+                    target=maker.target)
 
 
 def format_table(diagnosis, rows=PRINTED_ROWS):
     """The diagnosis as text: a summary line, the legend, then the ``rows`` worst tensors."""
     drop = diagnosis["drop"]
-    lines = ["INT8 diagnosis ({} encoding): int8 loses {:.2f} agreement points on {} tune images, its activations "
-             "alone {:.2f}, its weights alone {:.2f}; {} activations and {} layers' weights ({} scored by "
-             "agreement: the lowest SQNR of each); SQNR on {} images; {:.0f}s".format(
-                 diagnosis["encoding"], drop["int8"], diagnosis["images"]["agreement"], drop["activations_only"],
-                 drop["weights_only"], diagnosis["activations"], diagnosis["weights"], diagnosis["scored"],
-                 diagnosis["images"]["sqnr"], diagnosis["seconds"]),
+    what = "int8 loses {:.2f}".format(drop["int8"])
+    if drop.get("int8_rows_placement") is not None:
+        what = ("int8 as built (ONNX Runtime's quantizer) loses {:.2f}; the rows are trtkit's own cpu placement, "
+                "whose int8 loses {:.2f}".format(drop["int8"], drop["int8_rows_placement"]))
+    lines = ["INT8 diagnosis ({} encoding{}): {} agreement points on {} tune images, its activations alone {:.2f}, "
+             "its weights alone {:.2f}; {} activations and {} layers' weights ({} scored by agreement: the lowest "
+             "SQNR of each); SQNR on {} images; {:.0f}s".format(
+                 diagnosis["encoding"], ", for {}".format(diagnosis["target"]) if diagnosis.get("target") else "",
+                 what, diagnosis["images"]["agreement"], drop["activations_only"], drop["weights_only"],
+                 diagnosis["activations"], diagnosis["weights"], diagnosis["scored"], diagnosis["images"]["sqnr"],
+                 diagnosis["seconds"]),
              LEGEND,
              "{:>6} {:>7} {:>8} {:>6}  {:<15} {:>9}  {}".format("drop", "SQNR", "clipped", "spread", "rule", "amax",
                                                                 "tensor (made by -> read by)")]

@@ -202,11 +202,14 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwi
     return written
 
 
-def write_qdq_of(model, ranges, encoding, tensors=(), layers=()):
+def write_qdq_of(model, ranges, encoding, tensors=(), layers=(), target=None):
     """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` and the weights of the
     ``layers`` quantized, as the writer quantizes them: what they alone cost (``diagnose``). ``cpu``: trtkit's
-    own placement, not ONNX Runtime's quantizer's."""
-    return _write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers)))
+    own placement, not ONNX Runtime's quantizer's; ``target`` as ``write_qdq``'s (uint8 weights for ``avx2``)."""
+    written = _write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers)))
+    if _weight_type(encoding, target) == "uint8":
+        shift_weights_to_uint8(written)
+    return written
 
 
 def quantization_plan(model, encoding):
