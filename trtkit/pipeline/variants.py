@@ -91,6 +91,7 @@ class VariantMaker(object):
         self._images = images
         self._fp32_model = None
         self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
+        self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -139,15 +140,17 @@ class VariantMaker(object):
         onnx_path = None
         if files.onnx:
             kept, depthwise = self.float_depthwise(result.ranges)
-            onnx_path = save_qdq(self.fp32_onnx, result.ranges, self.encoding, self._path(files.onnx), self.target,
-                                 kept)
+            correction = self.bias_correction(result.ranges)
+            onnx_path = save_qdq(self.fp32_onnx if correction is None else correction.model, result.ranges,
+                                 self.encoding, self._path(files.onnx), self.target, kept)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
         report = dict(result.report, source=str(self.data), split=self.calibration_images().split,
                       trt_calibration_cache=files.cache)
         if onnx_path:
             report.update(encoding=self.encoding, int8_onnx=files.onnx, float_depthwise=depthwise,
-                          float_layers=float_layer_record(onnx_path))
+                          float_layers=float_layer_record(onnx_path),
+                          bias_correction=correction.record if correction else {"rule": "off"})
         write_json(self._path(files.report), report)
         meta = {"calibration": {"method": result.method, "images": report["images"], "data": str(self.data),
                                 "report": files.report, "trt_calibration_cache": files.cache,
@@ -157,6 +160,7 @@ class VariantMaker(object):
             meta["int8_encoding"] = self.encoding
             meta["float_depthwise"] = depthwise
             meta["float_layers"] = report["float_layers"]
+            meta["bias_correction"] = dict((k, v) for k, v in report["bias_correction"].items() if k != "rows")
             if self.target:
                 from trtkit.cpuinfo import this_cpu, weight_type
                 meta["isa"] = {"target": self.target, "weight_type": weight_type(self.target),
@@ -167,7 +171,9 @@ class VariantMaker(object):
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""
         from trtkit.precision.qdq import write_qdq
-        return write_qdq(self.fp32_model(), ranges, self.encoding, keep_float=set(keep_float), target=self.target,
+        correction = self.bias_correction(ranges)
+        source = self.fp32_model() if correction is None else correction.without(keep_float)
+        return write_qdq(source, ranges, self.encoding, keep_float=set(keep_float), target=self.target,
                          float_depthwise=self.float_depthwise(ranges)[0])
 
     def float_depthwise(self, ranges):
@@ -180,15 +186,41 @@ class VariantMaker(object):
         if rule == "all":
             return True, {"rule": "all"}
         from trtkit.precision.depthwise import MEASURE_IMAGES, measure_depthwise
-        key = hash(tuple(sorted((n, r["amax"], r["min"], r["max"]) for n, r in ranges.items())))
+        key = _ranges_key(ranges)
         if key not in self._depthwise:
-            images = self.calibration_images()
-            batches = images.batches(MEASURE_IMAGES) if hasattr(images, "images") else images.batches(
-                MEASURE_IMAGES, progress=False)
-            first = next(iter(batches))[0]
+            first = self._first_images(MEASURE_IMAGES)
             self._depthwise[key] = measure_depthwise(self.fp32_model(), first, ranges, self.encoding)
         measured = self._depthwise[key]
         return measured["kept"], measured
+
+    def bias_correction(self, ranges):
+        """The ``precision.biascorr.Correction`` of the INT8 graph written with ``ranges`` (the encoding, CPU
+        target and float depthwise convs of this maker), measured on the first ``biascorr.IMAGES`` calibration
+        images, once per ranges; None when the config's rule is ``off``."""
+        if self.config.bias_correction == "off":
+            return None
+        key = _ranges_key(ranges)
+        if key not in self._corrections:
+            from trtkit.precision import biascorr
+            from trtkit.precision.qdq import write_qdq
+            encoding, kept = self.encoding or "tensorrt", self.float_depthwise(ranges)[0]
+            images = self._first_images(biascorr.IMAGES)
+            self._corrections[key] = biascorr.correct_biases(
+                self.fp32_model(), ranges, images,
+                lambda model: write_qdq(model, ranges, encoding, target=self.target, float_depthwise=kept), encoding)
+            from trtkit import log
+            record = self._corrections[key].record
+            log.info("bias correction: {} of {} layers ({} of {} channels){} in {:.1f}s".format(
+                record["layers"] if record["kept"] else 0, record["candidates"], record["channels"],
+                record["of_channels"], "" if record["kept"] else ", dropped: " + record.get("why_not", "nothing to do"),
+                record["seconds"]))
+        return self._corrections[key]
+
+    def _first_images(self, count):
+        """The first ``count`` calibration images, one NCHW array."""
+        images = self.calibration_images()
+        batches = images.batches(count) if hasattr(images, "images") else images.batches(count, progress=False)
+        return next(iter(batches))[0]
 
     def fp32_model(self):
         """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""
@@ -224,3 +256,7 @@ class VariantMaker(object):
 
     def _path(self, file_name):
         return os.path.join(self.out_dir, file_name)
+
+
+def _ranges_key(ranges):
+    return hash(tuple(sorted((n, r["amax"], r["min"], r["max"]) for n, r in ranges.items())))

@@ -318,11 +318,13 @@ def calibration_selection(source, contract, count=DEFAULT_CALIB_IMAGES, seed=0):
 
 
 def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=False):
-    """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` with ``ranges`` to ``dst`` (atomically); ``target``:
-    the CPU the ``cpu`` encoding is for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
+    """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` (a path, or a ModelProto: e.g. a bias-corrected graph,
+    ``precision.biascorr``) with ``ranges`` to ``dst`` (atomically); ``target``: the CPU the ``cpu`` encoding is
+    for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
     onnx = require("onnx", "writing the INT8 ONNX")
     from trtkit.precision.qdq import write_qdq
-    model = write_qdq(onnx.load(fp32_onnx), ranges, encoding, target=target, float_depthwise=float_depthwise)
+    source = onnx.load(fp32_onnx) if isinstance(fp32_onnx, str) else fp32_onnx
+    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise)
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
     return dst

@@ -30,13 +30,16 @@ class CalibrationConfig(Options):
 
     def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
-                 cpu_isa="auto", float_depthwise=None):
+                 cpu_isa="auto", float_depthwise=None, bias_correction=None):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
         self.method = check_method(DEFAULT_METHOD if method is None else method)
         from trtkit.precision.depthwise import check_rule
         # which depthwise convs stay float with their inputs (precision.depthwise.RULES); None: the task's
         self.float_depthwise_given = float_depthwise is not None
         self.float_depthwise = check_rule(float_depthwise)
+        from trtkit.precision.biascorr import DEFAULT_RULE, check_rule as check_correction
+        # each INT8 layer's output mean restored against FP32 in its bias (precision.biascorr)
+        self.bias_correction = check_correction(DEFAULT_RULE if bias_correction is None else bias_correction)
         self.images = int(images)
         self.batch = int(batch)
         self.percentile = float(percentile)
@@ -88,7 +91,8 @@ class CalibrationConfig(Options):
                 "percentile": self.percentile if self.method == "percentile" else None, "seed": self.seed,
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
-                "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise}
+                "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise,
+                "bias_correction": self.bias_correction}
 
     @classmethod
     def add_arguments(cls, parser, data_default="the --data source"):
@@ -127,6 +131,12 @@ class CalibrationConfig(Options):
                    "measured (those whose output loses SQNR under 25 dB from their quantized input, measured on "
                    "a few calibration images; the detectors' default), all, or off (everything else's default); "
                    "the manifest records which and how many layers are float"),
+        Field("int8_bias_correction", "bias_correction", choices=["off", "fast"],
+              help="fast: each INT8 layer's bias takes back the shift of its output channels' mean against FP32, "
+                   "layer after layer in graph order on the first calibration images (a channel only where the "
+                   "shift is over 3 standard errors, a layer only where it helps on images it was not fitted on, "
+                   "the whole only where the outputs agree better with FP32); off (default: {}); the manifest "
+                   "records what was corrected".format("off")),
     )
 
 

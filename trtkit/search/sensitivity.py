@@ -42,7 +42,7 @@ def layer_sensitivity(maker, ranges, tune, reference_figures):
     layers = quantizable_layers(model, encoding, depthwise)
     key = hashlib.sha256(json.dumps([SENSITIVITY_FORMAT, graph_hash(model), encoding,
                                      depthwise if isinstance(depthwise, bool) else sorted(depthwise),
-                                     maker.target, tune.identity, tune.metric, tune.kind.name,
+                                     maker.target, maker.config.bias_correction, tune.identity, tune.metric, tune.kind.name,
                                      sorted((k, round(v["amax"], 7)) for k, v in ranges.items())]).encode("utf-8"))
     path = os.path.join(cache_dir("search"), key.hexdigest()[:24] + ".sensitivity.json")
     if use_cache and os.path.isfile(path):
