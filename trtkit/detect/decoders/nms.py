@@ -41,7 +41,9 @@ Boxes are not clipped: the graph's own NMS compared them as they are, and so doe
 
 import numpy as np
 
+from trtkit.detect.decoders import topk
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
+from trtkit.errors import InputError
 
 PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_agnostic", "best_class",
           "score_layout", "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
@@ -68,6 +70,12 @@ def _constant(model, name):
 def find(model):
     """The graph's NonMaxSuppression nodes."""
     return [node for node in model.graph.node if node.op_type == "NonMaxSuppression"]
+
+
+def inside(model):
+    """Whether the graph selects with a NonMaxSuppression: at its top level, or in a branch (torchvision's sits
+    in an ``If`` that skips an empty candidate set)."""
+    return bool(find(model) or topk.nested(model))
 
 
 def _reduced_classes(model, scores):
@@ -253,6 +261,16 @@ class Nms(object):
         from trtkit.onnx.load import keep_outputs
         from trtkit.onnx.layout import is_nhwc
         check_known(given, PARAMS, self.name)
+        held = topk.nested(model)
+        if len(held) == 1:  # NMS on top-k candidates (torchvision's): cut where its selection starts
+            try:
+                found = topk.read(model, held[0][0], given)
+            except InputError:
+                if held[0][0] is not held[0][1]:  # in a branch: the NMS's own inputs cannot be cut at either
+                    raise
+                found = None  # at the top level: a top-k the plain cut reads through (trtkit's append_nms)
+            if found is not None:
+                return self._cut_candidates(model, held[0], found, given)
         nodes = find(model)
         if not nodes:
             raise fail("--decoder nms: the graph has no NonMaxSuppression node to cut at",
@@ -297,8 +315,28 @@ class Nms(object):
         read.update(given)
         return read
 
+    def _cut_candidates(self, model, held, read, given):
+        """``cut`` of a graph whose NMS runs on top-k candidates (``topk``): at the head's class logits and box
+        regression; the NMS's IoU threshold and the detections after it (``keep[:k]``) read here."""
+        from trtkit.onnx.load import keep_outputs
+        nms, holder = held
+        iou = topk.Index(model).scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else 0.0
+        read["iou_threshold"] = topk.single(iou or 0.0)
+        detections = _after(model, holder.output[0])
+        if detections is None:
+            raise fail("no constant number of detections per image (a Slice or TopK) follows the graph's NMS",
+                       hint="pass --max-detections N")
+        read["detections"] = detections
+        outputs = [o.name for o in model.graph.output]
+        removed = keep_outputs(model, [read["boxes"], read["scores"]])
+        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": nms.name or nms.output[0]}
+        read.update(given)
+        return read
+
     def infer(self, outputs, input_hw, given):
         """The parameters, from ``cut``'s reading (``given``) and the cut graph's two outputs' shapes."""
+        if given.get("selection") == topk.SELECTION:
+            return topk.infer(outputs, input_hw, given)
         boxes, scores = outputs[0], outputs[1]
         if len(boxes.dims) != 3 or boxes.dims[2] != 4 or not isinstance(boxes.dims[1], int):
             raise fail("NonMaxSuppression's boxes input {} is not [N, A, 4]: trtkit cannot place this NMS".format(
@@ -333,18 +371,22 @@ class Nms(object):
 
     def postprocessing(self, params):
         """NonMaxSuppression's own: its thresholds, every box a candidate, the graph's detections per image."""
+        if params.get("selection") == topk.SELECTION:
+            return topk.postprocessing(params)
         return {"score_thresh": params["score_threshold"], "nms_thresh": params["iou_threshold"],
                 "detections_per_img": params["detections"], "topk_candidates": params["anchors"],
                 "class_agnostic": params["class_agnostic"]}
 
     def background(self, params):
-        return None
+        return params.get("background")
 
     def _scale(self, params, input_hw):
         height, width = input_hw
         return [width, height, width, height] if params["normalized"] else None
 
     def tail(self, tail, params, input_hw):
+        if params.get("selection") == topk.SELECTION:
+            return topk.tail(tail, params, input_hw)
         boxes, scale = params["boxes"], self._scale(params, input_hw)
         if params["center_point_box"]:
             corners = tail.centre_size_to_corners(tail.columns(boxes, 0, 2), tail.columns(boxes, 2, 4))
@@ -366,6 +408,8 @@ class Nms(object):
 
     def reference(self, arrays, params, input_hw):
         """numpy, from the ONNX specification's NonMaxSuppression inputs (``center_point_box``)."""
+        if params.get("selection") == topk.SELECTION:
+            return topk.reference(arrays, params, input_hw)
         boxes = np.asarray(arrays[params["boxes"]], dtype=np.float64)
         if params["center_point_box"]:
             centre, size = boxes[..., :2], boxes[..., 2:]
