@@ -120,3 +120,25 @@ def test_an_export_that_resizes_inside_is_refused_in_one_line(tv, tmp_path):
     path, _ = torchvision_exports.export(tv, "retinanet_resnet18_fpn", tmp_path, min_size=320)
     with pytest.raises(InputError, match="resizes its image from 256x256 to 320x320 before the network"):
         decode_graph(onnx.load(path), "nms")
+
+
+@pytest.mark.parametrize("compare", ["Greater", "GreaterOrEqual"])
+def test_a_candidate_filter_at_or_above_c_is_read_as_the_float32_just_below(compare):
+    """``x[x >= c]`` keeps a score equal to ``c``; the host keeps scores ``> threshold``, so ``>= c`` is read as
+    the float32 just below ``c`` (``> c`` as ``c``): the same scores pass, at ``c`` and one float either side."""
+    from trtkit.detect.decoders import topk
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    c = np.float32(0.05)
+    graph = helper.make_graph([
+        helper.make_node(compare, ["x", "c"], ["mask"]), helper.make_node("NonZero", ["mask"], ["where"]),
+        helper.make_node("Transpose", ["where"], ["indices"], perm=[1, 0]),
+        helper.make_node("GatherND", ["x", "indices"], ["kept"])], "filter",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("kept", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(c), "c")])
+    index = topk.Index(helper.make_model(graph))
+    threshold = topk.filter_threshold(index.producers, index.scalar, "indices")
+    scores = np.array([np.nextafter(c, np.float32(0)), c, np.nextafter(c, np.float32(1))], np.float32)
+    graph_keeps = scores >= c if compare == "GreaterOrEqual" else scores > c
+    assert np.array_equal(scores > np.float32(threshold), graph_keeps)
+    assert graph_keeps.sum() == (2 if compare == "GreaterOrEqual" else 1)

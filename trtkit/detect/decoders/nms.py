@@ -28,9 +28,10 @@ What is read from the graph (each can be given with ``--decoder-param``):
   scores are a best class per box (``ReduceMax``), ``best_class`` keeps in ``decoded`` only each box's best class
   score (the others 0), so a box is a candidate of its best class alone, as there;
 - ``candidate_threshold``: the ``c`` of an exporter's own candidate filter between the network and the NMS (a
-  per-image ``GatherND`` of ``NonZero(score > c)``, ultralytics' ``conf``; a constant scale of the boxes there,
-  the boxes' ``/ imgsz / C``, changes no IoU): the cut reads the tensors before it, ``c`` becomes
-  ``score_threshold`` (the larger of the two when NMS has its own);
+  per-image ``GatherND`` of ``NonZero(score > c)``, ultralytics' ``conf``; ``score >= c`` is read as the
+  float32 just below ``c``; a constant scale of the boxes there, the boxes' ``/ imgsz / C``, changes no IoU):
+  the cut reads the tensors before it, ``c`` becomes ``score_threshold`` (the larger of the two when NMS has its
+  own);
 - ``detections``: the detections per image: the smallest constant ``k`` of a ``TopK`` after the NMS (a
   best-K of the kept) or of a ``Slice`` from 0 to ``k`` (ultralytics' ``keep[:max_det]``), else
   ``max_output_boxes_per_class`` per class (once when class-agnostic or ``best_class``: NMS saw one score per
@@ -49,7 +50,6 @@ PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_a
           "score_layout", "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
 _THROUGH = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 NORMALIZED_SPAN = 1.5  # a zero image's boxes within this: fractions of the input
-_INDEX_PATH = ("Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity")  # NonZero to GatherND indices
 CLASS_INDEX_DEPTH = 10  # how far up an Add's operand an ArgMax makes it a class offset
 
 
@@ -102,22 +102,6 @@ def _scalar(model, name):
     """A one-value constant's float, else None."""
     value = _constant(model, name) if name else None
     return None if value is None or np.asarray(value).size != 1 else float(np.asarray(value).reshape(-1)[0])
-
-
-def _filter_threshold(model, producers, indices):
-    """The ``c`` of ``NonZero(x > c)`` that ``indices`` comes from through reshapes (an exporter's per-image
-    ``x[x > c]``), else None."""
-    node = producers.get(indices)
-    for _ in range(8):
-        if node is None:
-            return None
-        if node.op_type == "NonZero":
-            compare = producers.get(node.input[0])
-            return _scalar(model, compare.input[1]) if compare is not None and compare.op_type == "Greater" else None
-        if node.op_type not in _INDEX_PATH:
-            return None
-        node = producers.get(node.input[0])
-    return None
 
 
 def _argmax_depth(producers, name):
@@ -188,6 +172,9 @@ def _unwind(model, name, boxes):
     network's own (a Transpose to ``[N, A, 4]``, a scale to pixels)."""
     producers = dict((out, node) for node in model.graph.node for out in node.output)
     shapes, passed, found = _shapes(model), {}, name
+
+    def filtered(indices):  # an exporter's candidate filter's threshold (x > c, or x >= c), or None
+        return topk.filter_threshold(producers, lambda tensor: _scalar(model, tensor), indices)
     for _ in range(64):
         node = producers.get(name)
         if node is None:
@@ -195,8 +182,8 @@ def _unwind(model, name, boxes):
         op, inputs = node.op_type, list(node.input)
         if op in _THROUGH:
             name = inputs[0]
-        elif op == "GatherND" and len(inputs) == 2 and _filter_threshold(model, producers, inputs[1]) is not None:
-            passed["candidate_threshold"] = _filter_threshold(model, producers, inputs[1])
+        elif op == "GatherND" and len(inputs) == 2 and filtered(inputs[1]) is not None:
+            passed["candidate_threshold"] = filtered(inputs[1])
             name = found = inputs[0]
         elif op == "Gather" and _scalar(model, inputs[1]) == 0 and np.asarray(_constant(model, inputs[1])).ndim == 0 \
                 and next((a.i for a in node.attribute if a.name == "axis"), 0) == 0:
@@ -272,6 +259,14 @@ class Nms(object):
             if found is not None:
                 return self._cut_candidates(model, held[0], found, given)
         nodes = find(model)
+        if not nodes and len(held) > 1:
+            raise fail("--decoder nms: the graph's {} NonMaxSuppression nodes sit in branches (an If each: one per "
+                       "image of a batch-{} export?); trtkit cuts at one".format(len(held), len(held)),
+                       hint="export the detector with one image ([1, 3, H, W])")
+        if not nodes and held:
+            raise fail("--decoder nms: the graph's NonMaxSuppression sits in a branch (an If) and no top-k "
+                       "candidates feed it: trtkit cannot cut there", hint="pass --decoder yolo|priors|dfl or your "
+                       "own --decoder module:function for the graph's raw outputs")
         if not nodes:
             raise fail("--decoder nms: the graph has no NonMaxSuppression node to cut at",
                        hint="pass --decoder dfl|priors|yolo for a graph that ends in raw heads")

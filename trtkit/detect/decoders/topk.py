@@ -113,18 +113,25 @@ class Index(object):
         return seen
 
 
-def _filter_threshold(index, name):
-    """The ``c`` of ``NonZero(x > c)`` that the GatherND indices ``name`` come from through reshapes, or None."""
-    node = index.producers.get(name)
+def filter_threshold(producers, scalar, name):
+    """The ``c`` of ``NonZero(x > c)`` that the GatherND indices ``name`` come from through reshapes (an
+    exporter's ``x[x > c]``), or None; for ``x >= c``, the float32 just below ``c`` (``x > that`` exactly when
+    ``x >= c``, for float32 scores). ``scalar(name)``: a constant's value or None."""
+    node = producers.get(name)
     for _ in range(8):
         if node is None:
             return None
         if node.op_type == "NonZero":
-            compare = index.producers.get(node.input[0])
-            return index.scalar(compare.input[1]) if compare is not None and compare.op_type == "Greater" else None
+            compare = producers.get(node.input[0])
+            if compare is None or compare.op_type not in ("Greater", "GreaterOrEqual"):
+                return None
+            value = scalar(compare.input[1])
+            if value is None or compare.op_type == "Greater":
+                return value
+            return float(np.nextafter(np.float32(value), np.float32(-np.inf)))
         if node.op_type not in CHAIN:
             return None
-        node = index.producers.get(node.input[0])
+        node = producers.get(node.input[0])
     return None
 
 
@@ -160,8 +167,8 @@ def _walk_scores(index, name):
         if node is None:
             break
         op = node.op_type
-        if op == "GatherND" and _filter_threshold(index, node.input[1]) is not None:
-            found["threshold"] = _filter_threshold(index, node.input[1])
+        if op == "GatherND" and filter_threshold(index.producers, index.scalar, node.input[1]) is not None:
+            found["threshold"] = filter_threshold(index.producers, index.scalar, node.input[1])
         elif op in ("Sigmoid", "Softmax"):
             found["activation"] = op.lower()
             found["axis"] = next((a.i for a in node.attribute if a.name == "axis"), -1)
