@@ -24,7 +24,6 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 import torchvision_exports  # noqa: E402
-import torchvision_source  # noqa: E402
 from test_detect_nms_tail import f1  # noqa: E402
 
 IMAGES = 16
@@ -32,14 +31,7 @@ IMAGES = 16
 
 @pytest.fixture(scope="module")
 def tv():
-    wheel = torchvision_source.find_wheel()
-    if wheel is None:
-        message = "torchvision {}'s wheel is not in {} (get it with: {})".format(
-            torchvision_source.VERSION, torchvision_source.CACHE, torchvision_source.DOWNLOAD)
-        if torchvision_source.required():
-            pytest.fail(message)
-        pytest.skip(message)
-    with torchvision_source.imported(wheel) as package:
+    with torchvision_exports.source() as package:
         yield package
 
 
