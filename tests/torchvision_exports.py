@@ -87,6 +87,7 @@ def shaped_model(tv, name, num_classes, seed=2, min_size=None):
     from test_detection_models import normalized, scattered, spread, torchvision_model
     from trtkit.models.detection import create_detection_model
     size = SIZES[name]
+    torch.manual_seed(seed)  # torchvision's random init: the same model in every process
     theirs = torchvision_model(tv, name, num_classes, min_size=min_size or size).eval()
     if name.startswith("retinanet_"):
         theirs.transform.max_size = min_size or size
