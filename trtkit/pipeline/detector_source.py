@@ -33,7 +33,7 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
         if decoder is not None and decoder.decoder:
             return adapt(options, onnx_path, work_dir, name)
         from trtkit.detect.decoders import nms, raw_names
-        if nms.find(model):
+        if nms.inside(model):
             log.info("{} has no trtkit detection head and selects its detections with NonMaxSuppression: read "
                      "as --decoder nms (cut at its NMS's boxes and scores; docs/detection.md)".format(options.onnx))
             return adapt(options, onnx_path, work_dir, name, decoder=nms.Nms.name)

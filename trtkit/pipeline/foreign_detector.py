@@ -226,9 +226,12 @@ def adapt(options, onnx_path, work_dir, name, decoder=None):
     else:
         model, family, params, size = decode_graph(load_onnx(onnx_path), decoder or chosen.decoder, chosen.params,
                                                    options.input_size, landmarks=True)
-        post = PostProcessing(per_level=False, **chosen.postprocessing(family.postprocessing(params)))
+        values = chosen.postprocessing(family.postprocessing(params))
+        post = PostProcessing(per_level=values.pop("per_level", False), **values)
+        recorded = dict((k, v) for k, v in params.items() if not k.startswith("_"))  # "_": arrays, not JSON
         head = DetectionHead(params["num_classes"], post, background=family.background(params),
-                             decoder=decoders.DecoderSpec(family.name, params).to_dict(),
+                             levels=params.get("level_anchors"), size_divisible=params.get("size_divisible", 1),
+                             decoder=decoders.DecoderSpec(family.name, recorded).to_dict(),
                              landmarks=(params.get("landmarks") or {}).get("points", 0))
     set_detection_metadata(model, head)
     path = os.path.join(work_dir, "{}.decoded.onnx".format(name))
@@ -236,6 +239,7 @@ def adapt(options, onnx_path, work_dir, name, decoder=None):
         onnx.save(model, tmp)
     log.info("{}: decoded by the {} decoder ({}), {} classes at {}x{}; post-processing {}".format(
         os.path.basename(onnx_path), getattr(family, "name", host_decoder.FAMILY),
-        ", ".join("{}={}".format(k, v) for k, v in sorted(params.items()) if k not in ("levels", "outputs")),
+        ", ".join("{}={}".format(k, v) for k, v in sorted(params.items())
+                  if k not in ("levels", "outputs", "level_anchors") and not k.startswith("_")),
         params["num_classes"], size[0], size[1], post))
     return head.to_dict(), path

@@ -28,9 +28,10 @@ What is read from the graph (each can be given with ``--decoder-param``):
   scores are a best class per box (``ReduceMax``), ``best_class`` keeps in ``decoded`` only each box's best class
   score (the others 0), so a box is a candidate of its best class alone, as there;
 - ``candidate_threshold``: the ``c`` of an exporter's own candidate filter between the network and the NMS (a
-  per-image ``GatherND`` of ``NonZero(score > c)``, ultralytics' ``conf``; a constant scale of the boxes there,
-  the boxes' ``/ imgsz / C``, changes no IoU): the cut reads the tensors before it, ``c`` becomes
-  ``score_threshold`` (the larger of the two when NMS has its own);
+  per-image ``GatherND`` of ``NonZero(score > c)``, ultralytics' ``conf``; ``score >= c`` is read as the
+  float32 just below ``c``; a constant scale of the boxes there, the boxes' ``/ imgsz / C``, changes no IoU):
+  the cut reads the tensors before it, ``c`` becomes ``score_threshold`` (the larger of the two when NMS has its
+  own);
 - ``detections``: the detections per image: the smallest constant ``k`` of a ``TopK`` after the NMS (a
   best-K of the kept) or of a ``Slice`` from 0 to ``k`` (ultralytics' ``keep[:max_det]``), else
   ``max_output_boxes_per_class`` per class (once when class-agnostic or ``best_class``: NMS saw one score per
@@ -41,13 +42,14 @@ Boxes are not clipped: the graph's own NMS compared them as they are, and so doe
 
 import numpy as np
 
+from trtkit.detect.decoders import topk
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
+from trtkit.errors import InputError
 
 PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_agnostic", "best_class",
           "score_layout", "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
 _THROUGH = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 NORMALIZED_SPAN = 1.5  # a zero image's boxes within this: fractions of the input
-_INDEX_PATH = ("Transpose", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity")  # NonZero to GatherND indices
 CLASS_INDEX_DEPTH = 10  # how far up an Add's operand an ArgMax makes it a class offset
 
 
@@ -68,6 +70,12 @@ def _constant(model, name):
 def find(model):
     """The graph's NonMaxSuppression nodes."""
     return [node for node in model.graph.node if node.op_type == "NonMaxSuppression"]
+
+
+def inside(model):
+    """Whether the graph selects with a NonMaxSuppression: at its top level, or in a branch (torchvision's sits
+    in an ``If`` that skips an empty candidate set)."""
+    return bool(find(model) or topk.nested(model))
 
 
 def _reduced_classes(model, scores):
@@ -94,22 +102,6 @@ def _scalar(model, name):
     """A one-value constant's float, else None."""
     value = _constant(model, name) if name else None
     return None if value is None or np.asarray(value).size != 1 else float(np.asarray(value).reshape(-1)[0])
-
-
-def _filter_threshold(model, producers, indices):
-    """The ``c`` of ``NonZero(x > c)`` that ``indices`` comes from through reshapes (an exporter's per-image
-    ``x[x > c]``), else None."""
-    node = producers.get(indices)
-    for _ in range(8):
-        if node is None:
-            return None
-        if node.op_type == "NonZero":
-            compare = producers.get(node.input[0])
-            return _scalar(model, compare.input[1]) if compare is not None and compare.op_type == "Greater" else None
-        if node.op_type not in _INDEX_PATH:
-            return None
-        node = producers.get(node.input[0])
-    return None
 
 
 def _argmax_depth(producers, name):
@@ -180,6 +172,9 @@ def _unwind(model, name, boxes):
     network's own (a Transpose to ``[N, A, 4]``, a scale to pixels)."""
     producers = dict((out, node) for node in model.graph.node for out in node.output)
     shapes, passed, found = _shapes(model), {}, name
+
+    def filtered(indices):  # an exporter's candidate filter's threshold (x > c, or x >= c), or None
+        return topk.filter_threshold(producers, lambda tensor: _scalar(model, tensor), indices)
     for _ in range(64):
         node = producers.get(name)
         if node is None:
@@ -187,8 +182,8 @@ def _unwind(model, name, boxes):
         op, inputs = node.op_type, list(node.input)
         if op in _THROUGH:
             name = inputs[0]
-        elif op == "GatherND" and len(inputs) == 2 and _filter_threshold(model, producers, inputs[1]) is not None:
-            passed["candidate_threshold"] = _filter_threshold(model, producers, inputs[1])
+        elif op == "GatherND" and len(inputs) == 2 and filtered(inputs[1]) is not None:
+            passed["candidate_threshold"] = filtered(inputs[1])
             name = found = inputs[0]
         elif op == "Gather" and _scalar(model, inputs[1]) == 0 and np.asarray(_constant(model, inputs[1])).ndim == 0 \
                 and next((a.i for a in node.attribute if a.name == "axis"), 0) == 0:
@@ -253,7 +248,25 @@ class Nms(object):
         from trtkit.onnx.load import keep_outputs
         from trtkit.onnx.layout import is_nhwc
         check_known(given, PARAMS, self.name)
+        held = topk.nested(model)
+        if len(held) == 1:  # NMS on top-k candidates (torchvision's): cut where its selection starts
+            try:
+                found = topk.read(model, held[0][0], given)
+            except InputError:
+                if held[0][0] is not held[0][1]:  # in a branch: the NMS's own inputs cannot be cut at either
+                    raise
+                found = None  # at the top level: a top-k the plain cut reads through (trtkit's append_nms)
+            if found is not None:
+                return self._cut_candidates(model, held[0], found, given)
         nodes = find(model)
+        if not nodes and len(held) > 1:
+            raise fail("--decoder nms: the graph's {} NonMaxSuppression nodes sit in branches (an If each: one per "
+                       "image of a batch-{} export?); trtkit cuts at one".format(len(held), len(held)),
+                       hint="export the detector with one image ([1, 3, H, W])")
+        if not nodes and held:
+            raise fail("--decoder nms: the graph's NonMaxSuppression sits in a branch (an If) and no top-k "
+                       "candidates feed it: trtkit cannot cut there", hint="pass --decoder yolo|priors|dfl or your "
+                       "own --decoder module:function for the graph's raw outputs")
         if not nodes:
             raise fail("--decoder nms: the graph has no NonMaxSuppression node to cut at",
                        hint="pass --decoder dfl|priors|yolo for a graph that ends in raw heads")
@@ -297,8 +310,28 @@ class Nms(object):
         read.update(given)
         return read
 
+    def _cut_candidates(self, model, held, read, given):
+        """``cut`` of a graph whose NMS runs on top-k candidates (``topk``): at the head's class logits and box
+        regression; the NMS's IoU threshold and the detections after it (``keep[:k]``) read here."""
+        from trtkit.onnx.load import keep_outputs
+        nms, holder = held
+        iou = topk.Index(model).scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else 0.0
+        read["iou_threshold"] = topk.single(iou or 0.0)
+        detections = _after(model, holder.output[0])
+        if detections is None:
+            raise fail("no constant number of detections per image (a Slice or TopK) follows the graph's NMS",
+                       hint="pass --max-detections N")
+        read["detections"] = detections
+        outputs = [o.name for o in model.graph.output]
+        removed = keep_outputs(model, [read["boxes"], read["scores"]])
+        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": nms.name or nms.output[0]}
+        read.update(given)
+        return read
+
     def infer(self, outputs, input_hw, given):
         """The parameters, from ``cut``'s reading (``given``) and the cut graph's two outputs' shapes."""
+        if given.get("selection") == topk.SELECTION:
+            return topk.infer(outputs, input_hw, given)
         boxes, scores = outputs[0], outputs[1]
         if len(boxes.dims) != 3 or boxes.dims[2] != 4 or not isinstance(boxes.dims[1], int):
             raise fail("NonMaxSuppression's boxes input {} is not [N, A, 4]: trtkit cannot place this NMS".format(
@@ -333,18 +366,22 @@ class Nms(object):
 
     def postprocessing(self, params):
         """NonMaxSuppression's own: its thresholds, every box a candidate, the graph's detections per image."""
+        if params.get("selection") == topk.SELECTION:
+            return topk.postprocessing(params)
         return {"score_thresh": params["score_threshold"], "nms_thresh": params["iou_threshold"],
                 "detections_per_img": params["detections"], "topk_candidates": params["anchors"],
                 "class_agnostic": params["class_agnostic"]}
 
     def background(self, params):
-        return None
+        return params.get("background")
 
     def _scale(self, params, input_hw):
         height, width = input_hw
         return [width, height, width, height] if params["normalized"] else None
 
     def tail(self, tail, params, input_hw):
+        if params.get("selection") == topk.SELECTION:
+            return topk.tail(tail, params, input_hw)
         boxes, scale = params["boxes"], self._scale(params, input_hw)
         if params["center_point_box"]:
             corners = tail.centre_size_to_corners(tail.columns(boxes, 0, 2), tail.columns(boxes, 2, 4))
@@ -366,6 +403,8 @@ class Nms(object):
 
     def reference(self, arrays, params, input_hw):
         """numpy, from the ONNX specification's NonMaxSuppression inputs (``center_point_box``)."""
+        if params.get("selection") == topk.SELECTION:
+            return topk.reference(arrays, params, input_hw)
         boxes = np.asarray(arrays[params["boxes"]], dtype=np.float64)
         if params["center_point_box"]:
             centre, size = boxes[..., :2], boxes[..., 2:]
