@@ -225,6 +225,18 @@ def test_box_iou_and_greedy_match_by_score():
     assert greedy_match(_dets([[0, 0, 100, 100]], [0.9], [1]), reference) == []   # another class
 
 
+def test_a_box_without_area_matches_itself_only():
+    """A box clipped onto the image's edge (no width) made by FP32 and by its variant is the same detection; a
+    different degenerate box is not (found on a torchvision SSDlite export whose FP32 agreed 93% with itself)."""
+    edge, other = [0, 10, 0, 30], [0, 12, 0, 30]
+    assert box_iou([edge, other], [edge]).tolist() == [[1.0], [0.0]]
+    assert box_iou([[5, 5, 5, 5]], [[0, 0, 10, 10]]).tolist() == [[0.0]]  # a point inside a box: no overlap
+    agreement = DetectionAgreement()
+    reference = _dets([edge, [10, 10, 50, 50]], [0.9, 0.8], [0, 1])
+    agreement.update(reference, reference)
+    assert agreement.result()["f1"] == 1.0
+
+
 def _reference_stream(seed=3, images=20):
     rng = np.random.RandomState(seed)
     return [_dets(*_scene_with_scores(rng)) for _ in range(images)]
