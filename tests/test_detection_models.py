@@ -47,14 +47,7 @@ SPREAD = {"retinanet": (-5.0, 1.2, (0.3, 0.3, 0.6, 0.6)), "ssd": (0.0, 1.5, (3.0
 
 @pytest.fixture(scope="module")
 def tv():
-    wheel = torchvision_source.find_wheel()
-    if wheel is None:
-        message = "torchvision {}'s wheel is not in {} (get it with: {})".format(
-            torchvision_source.VERSION, torchvision_source.CACHE, torchvision_source.DOWNLOAD)
-        if torchvision_source.required():
-            pytest.fail(message + "; CI must test against torchvision's source")
-        pytest.skip(message)
-    with torchvision_source.imported(wheel) as package:
+    with torchvision_source.for_tests() as package:
         yield package
 
 

@@ -20,7 +20,6 @@ Weights: random init shaped as ``test_detection_models.spread`` shapes them (sco
 RetinaNet's per-level top-k truncating), measured on drawn shape-boxes images; nothing downloaded.
 """
 
-import contextlib
 import os
 
 import numpy as np
@@ -33,20 +32,7 @@ OPSET = 17
 _LIBRARY = []  # the torch.library.Library defining torchvision::nms, kept alive once made
 
 
-@contextlib.contextmanager
-def source():
-    """torchvision's source (``torchvision_source.imported``); a skip saying how to get the wheel where it is
-    missing, a failure under CI."""
-    import pytest
-    wheel = torchvision_source.find_wheel()
-    if wheel is None:
-        message = "torchvision {}'s wheel is not in {} (get it with: {})".format(
-            torchvision_source.VERSION, torchvision_source.CACHE, torchvision_source.DOWNLOAD)
-        if torchvision_source.required():
-            pytest.fail(message + "; CI must test against torchvision's source")
-        pytest.skip(message)
-    with torchvision_source.imported(wheel) as package:
-        yield package
+source = torchvision_source.for_tests  # torchvision's source for a test (skip where missing, fail under CI)
 
 
 def _nms_kernel(boxes, scores, iou_threshold):

@@ -148,6 +148,21 @@ def imported(wheel):
         sys.modules.update(before)
 
 
+@contextlib.contextmanager
+def for_tests():
+    """``imported`` for a test: a skip saying how to get the wheel where it is missing, a failure under CI
+    (``required``)."""
+    import pytest
+    wheel = find_wheel()
+    if wheel is None:
+        message = "torchvision {}'s wheel is not in {} (get it with: {})".format(VERSION, CACHE, DOWNLOAD)
+        if required():
+            pytest.fail(message + "; CI must test against torchvision's source")
+        pytest.skip(message)
+    with imported(wheel) as package:
+        yield package
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["download"]:
         sys.exit("usage: {}".format(DOWNLOAD))

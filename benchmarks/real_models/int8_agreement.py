@@ -253,24 +253,9 @@ def markdown(record):
 
 
 def main(argv):
-    """``NAME SETTINGS_JSON RESULT_JSON``: measure one model, write its record (or {"error": ...}); exit 0/1."""
-    name, settings_json, result_path = argv
-    settings = Settings.from_dict(json.loads(settings_json))
-    work = os.path.join(os.path.dirname(os.path.abspath(result_path)), name + ".work")
-    try:
-        record, code = measure(name, settings, work), 0
-    except Exception as exc:  # the parent prints one line per failed model and goes on with the others
-        text = str(exc).strip().splitlines()
-        record, code = {"error": "{}: {}".format(type(exc).__name__, text[0] if text else "")}, 1
-        from trtkit.errors import TrtkitError
-        if not isinstance(exc, TrtkitError):
-            import traceback
-            traceback.print_exc()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    with open(result_path, "w") as handle:
-        json.dump(record, handle, default=str)
-    return code
+    """``NAME SETTINGS_JSON RESULT_JSON``: measure one model in this process (``speed.main``'s child)."""
+    from benchmarks.real_models.speed import main as child
+    return child(argv, Settings, measure)
 
 
 if __name__ == "__main__":

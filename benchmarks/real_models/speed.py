@@ -220,13 +220,14 @@ def verdict(rows, figures, metric, budget):
     return result
 
 
-def main(argv):
-    """``NAME SETTINGS_JSON RESULT_JSON``: measure one model, write its record (or {"error": ...}); exit 0/1."""
+def main(argv, settings_class=None, measure_one=None):
+    """``NAME SETTINGS_JSON RESULT_JSON``: measure one model, write its record (or {"error": ...}); exit 0/1.
+    ``int8_agreement`` runs its own ``Settings`` and ``measure`` through the same child."""
     name, settings_json, result_path = argv
-    settings = Settings.from_dict(json.loads(settings_json))
+    settings = (settings_class or Settings).from_dict(json.loads(settings_json))
     work = os.path.join(os.path.dirname(os.path.abspath(result_path)), name + ".work")
     try:
-        record, code = measure(name, settings, work), 0
+        record, code = (measure_one or measure)(name, settings, work), 0
     except Exception as exc:  # the parent prints one line per failed model and goes on with the others
         text = str(exc).strip().splitlines()  # a TrtkitError's message already ends with its hint
         record, code = {"error": "{}: {}".format(type(exc).__name__, text[0] if text else "")}, 1
