@@ -28,7 +28,9 @@ Timing: every round times each (runtime, batch) once for ``--seconds`` (order ro
 median over rounds; the ratio to NNCF's INT8 is the median of per-round ratios. The others' CPU share per
 round and the load average are recorded (a shared machine's neighbours show there).
 
-Goal: trtkit's choice at least NNCF INT8's speed (at each batch) at no lower mAP@[.5:.95].
+Goal: trtkit's choice at least NNCF INT8's speed (at each batch) at no lower mAP@[.5:.95]. Below the verdict,
+every candidate auto built (its own INT8 variants among them) with its held-out mAP, F1 and the build's img/s,
+and auto's notes: why a variant was not taken, to set beside NNCF's row.
 
 Writes benchmarks/results/<device>/detection_cpu.json and .txt.
 
@@ -338,8 +340,40 @@ def measure(args, work):
             "calib_images": int(calib.images.shape[0]), "heldout_images": len(held.images),
             "waited_for_quiet_seconds": waited,
             "load_average_before": load_before, "load_average_after": load_after,
-            "others_cpu_share_per_round": shares, "rows": table,
+            "others_cpu_share_per_round": shares, "rows": table, "auto_candidates": auto_candidates(manifest),
+            "auto_notes": (manifest.get("selection") or {}).get("notes") or [],
             "verdict": verdict(figures, scores, sizes)}
+
+
+def auto_candidates(manifest):
+    """trtkit auto's candidates as its build verified and timed them (the manifest's artifacts and ``selection``):
+    name, backend, precision, held-out mAP / mAP@.5 / F1 vs FP32, the build's img/s (its throughput batch),
+    within budget, passes gate, chosen. Why: where the goal is missed, this says whether an INT8 variant was
+    made, what it scored against NNCF's, and why auto did not take it (slower here, over the budget, failing)."""
+    rows = dict((r["name"], r) for r in (manifest.get("selection") or {}).get("candidates") or [])
+    chosen = (manifest.get("selection") or {}).get("chosen")
+    out = []
+    for artifact in manifest.get("artifacts") or []:
+        verify, row = artifact.get("verify") or {}, rows.get(artifact["name"], {})
+        out.append({"name": artifact["name"], "backend": artifact.get("backend"),
+                    "precision": artifact.get("precision"), "map": _round(verify.get("map")),
+                    "map50": _round(verify.get("map50")), "f1_agreement": _round(verify.get("f1_agreement")),
+                    "img_per_s": _round(artifact.get("throughput_ips")), "status": artifact.get("status"),
+                    "within_budget": row.get("within_budget"), "passes_gate": row.get("passes_gate"),
+                    "images": row.get("images"), "chosen": artifact["name"] == chosen})
+    return out
+
+
+def candidate_lines(candidates):
+    """The candidates as a markdown table (``auto_candidates``' rows)."""
+    lines = ["| auto candidate | backend | mAP@[.5:.95] | mAP@.5 | F1 vs FP32 | build's img/s | within budget, gate |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for c in candidates:
+        lines.append("| {}{} | {} | {} | {} | {} | {} | {}, {} |".format(
+            c["name"], " (chosen)" if c["chosen"] else "", c["backend"], _f(c["map"]), _f(c["map50"]),
+            _f(c["f1_agreement"]), "-" if c["img_per_s"] is None else "{:.1f}".format(c["img_per_s"]),
+            "yes" if c["within_budget"] else "no", "passes" if c["passes_gate"] else c["status"] or "fails"))
+    return lines
 
 
 def verdict(figures, scores, sizes):
@@ -393,6 +427,10 @@ def text_table(record):
                   _f(v["map_auto"]), _f(v["map_nncf"]), "not lower" if v["map_not_lower"] else "LOWER",
                   ", ".join("batch {} {}x".format(b, x["speed_vs_nncf"]) for b, x in v["per_batch"].items()),
                   "**met**" if v["met"] else "NOT met")]
+    if m.get("auto_candidates"):
+        lines += ["", "trtkit auto's candidates, as its build verified ({} held-out images) and timed them:".format(
+            m["auto_candidates"][0]["images"])] + candidate_lines(m["auto_candidates"])
+        lines += ["auto: " + note for note in m.get("auto_notes") or []]
     return "\n".join(lines) + "\n"
 
 

@@ -219,3 +219,15 @@ def test_class_folders_named_otherwise_than_the_model_s_classes_are_said(capsys)
     reconcile_classes(["n01440764", "n01443537"], np.array([0, 1]), ["tench", "goldfish"], "imagenet")
     reconcile_classes(["0", "1"], np.array([0, 1]), ["zero", "one"], "digits")
     assert "not named" not in capsys.readouterr().err  # synsets and numbers are the norm, not a mistake
+
+
+def test_an_ssd_s_background_is_not_a_class_the_data_lacks(capsys):
+    """An SSD trained by trtkit on shape-boxes names its class 0 '__background__'; the data's 3 classes are all
+    of its object classes, so no "3 of the model's 4 classes" warning (seen on every SSDlite320 build)."""
+    from trtkit.data.sources import BACKGROUND_NAME, reconcile_classes
+    names, got = reconcile_classes(["circle", "square"], np.array([0, 1]), [BACKGROUND_NAME, "circle", "square"],
+                                   "boxes/ssd")
+    assert names == [BACKGROUND_NAME, "circle", "square"] and got.tolist() == [1, 2]
+    assert "of the model's" not in capsys.readouterr().err
+    reconcile_classes(["circle"], np.array([0]), [BACKGROUND_NAME, "circle", "square"], "boxes/fewer")
+    assert "boxes/fewer has 1 of the model's 2 classes" in capsys.readouterr().err

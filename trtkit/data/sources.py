@@ -286,6 +286,9 @@ def _is_id(folder):
     return folder.isdigit() or (len(folder) == 9 and folder[0] == "n" and folder[1:].isdigit())
 
 
+BACKGROUND_NAME = "__background__"  # an SSD's class 0 (torchvision's name for it): no data class is that
+
+
 def reconcile_classes(found, labels, names, what):
     """(class names, labels) of data with class names ``found`` and ``labels``, given the model's ``names``.
 
@@ -303,8 +306,9 @@ def reconcile_classes(found, labels, names, what):
         if labels is not None and found != names[:len(found)]:
             lookup = np.asarray([names.index(n) for n in found], dtype=np.int64)
             labels = np.where(labels >= 0, lookup[np.maximum(labels, 0)], -1)
-        if len(found) < len(names):
-            log.warn_once("{} has {} of the model's {} classes".format(what, len(found), len(names)))
+        objects = [n for n in names if n != BACKGROUND_NAME]  # an SSD's background is no class data lacks
+        if len(found) < len(objects):
+            log.warn_once("{} has {} of the model's {} classes".format(what, len(found), len(objects)))
         return names, labels
     if found and len(found) != len(names):
         other = [n for n in found if n not in names][0]
