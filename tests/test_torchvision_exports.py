@@ -99,7 +99,9 @@ def test_torchvision_export_builds_to_its_own_detections(tv, tmp_path, name):
     images, batch = torchvision_exports.drawn(IMAGES, size, seed=21)
     expected = as_detections(torchvision_exports.graph_detections(path, batch.numpy()))
     eager = as_detections(torchvision_exports.eager(model, batch))
-    assert f1(expected, eager) >= 0.99  # the export is torchvision's model
+    # the export is torchvision's model: boxes with area (a box clipped onto the image's edge has no IoU unless
+    # identical, and eager and ONNX Runtime differ in its last bits: SSDlite's 8 per image, F1 0.979 with them)
+    assert f1([with_area(e) for e in expected], [with_area(e) for e in eager]) >= 0.99
     assert sum(len(e) for e in expected) >= 20 * IMAGES
 
     cut, family, params, _ = decode_graph(onnx.load(path), "nms")
