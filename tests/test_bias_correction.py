@@ -147,6 +147,7 @@ def test_option_is_checked_and_recorded():
     assert parser.parse_args(["--int8-bias-correction", "fast"]).int8_bias_correction == "fast"
 
 
+@pytest.mark.extended  # 27 s of a cold landing run; the landing tier keeps the correction's own tests above
 def test_build_records_the_correction(sample_build, tmp_path):
     """The build's INT8 step corrects the graph it writes and the manifest's artifact says what was corrected;
     the calibration report has every layer's row."""
