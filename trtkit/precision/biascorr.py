@@ -362,40 +362,22 @@ def _batches(session, images):
 
 
 def _session(model, outputs, cut):
+    """An ONNX Runtime session of a copy of ``model`` answering ``outputs``; ``cut``: with only the nodes they need
+    (``onnx.load.keep_outputs``), else every node, unoptimized (the tensors must be the graph's own)."""
     onnx = require("onnx", "INT8 bias correction")
     ort = require("onnxruntime", "INT8 bias correction")
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    del model.graph.output[:]
-    model.graph.output.extend([onnx.helper.make_tensor_value_info(name, _FLOAT, None) for name in outputs])
-    if cut:
-        _cut(model, outputs)
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 0
-    if not cut:
+    if cut:
+        from trtkit.onnx.load import keep_outputs
+        keep_outputs(model, outputs)
+    else:
+        del model.graph.output[:]
+        model.graph.output.extend([onnx.helper.make_tensor_value_info(name, _FLOAT, None) for name in outputs])
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def _cut(model, outputs):
-    """Keep only the nodes ``outputs`` depend on (in place; by index: protobuf hands out a new wrapper object
-    per access)."""
-    nodes = list(model.graph.node)
-    producer = dict((out, index) for index, n in enumerate(nodes) for out in n.output)
-    needed, stack = set(), list(outputs)
-    while stack:
-        index = producer.get(stack.pop())
-        if index is None or index in needed:
-            continue
-        needed.add(index)
-        stack.extend(i for i in nodes[index].input if i)
-    if len(needed) < len(nodes):
-        import copy
-        kept = [copy.deepcopy(nodes[index]) for index in sorted(needed)]
-        del model.graph.node[:]
-        model.graph.node.extend(kept)
-        from trtkit.onnx.normalize import drop_unused_initializers
-        drop_unused_initializers(model)
 
 
 # ------------------------------------------------------------------ initializers
