@@ -187,7 +187,7 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
     variant has it (int8 weights run on a CPU without VNNI saturate where uint8 ones do not: a diagnosis
     without it would blame INT8 for what only the wrong weight type loses)."""
     from trtkit import log
-    from trtkit.precision.qdq import quantization_plan, write_qdq, write_qdq_of
+    from trtkit.precision.qdq import by_ort_quantizer, quantization_plan, write_qdq, write_qdq_of
     from trtkit.search.tune import evaluate, score
     start = time.time()
     model, activations, weights = quantization_plan(fp32_model, encoding)
@@ -222,7 +222,7 @@ def diagnose(fp32_model, ranges, tune, encoding="tensorrt", scored=DEFAULT_SCORE
     whole = write_qdq(fp32_model, ranges, encoding, target=target)
     summary = {"int8": evaluate(whole, tune, reference)["drop"],
                "activations_only": cost(everything[0])["drop"], "weights_only": cost((), everything[1])["drop"]}
-    if "ONNX Runtime's quantizer" in (whole.doc_string or ""):
+    if by_ort_quantizer(whole):
         # the variant's graph is ONNX Runtime's placement; the rows can only be trtkit's own (one tensor at a
         # time): say what that placement loses whole, so the rows are read against their own total
         summary["int8_rows_placement"] = cost(everything[0], everything[1])["drop"]

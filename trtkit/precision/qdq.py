@@ -195,9 +195,8 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwi
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
     the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
     """
-    written = _write_qdq(model, ranges, encoding, keep_float, float_depthwise=float_depthwise)
-    if _weight_type(encoding, target) == "uint8":
-        shift_weights_to_uint8(written)
+    written = _for_target(_write_qdq(model, ranges, encoding, keep_float, float_depthwise=float_depthwise),
+                          encoding, target)
     _record_target(written, encoding, target)
     return written
 
@@ -206,10 +205,23 @@ def write_qdq_of(model, ranges, encoding, tensors=(), layers=(), target=None):
     """The ``encoding`` Q/DQ graph of ``model`` with only the activations in ``tensors`` and the weights of the
     ``layers`` quantized, as the writer quantizes them: what they alone cost (``diagnose``). ``cpu``: trtkit's
     own placement, not ONNX Runtime's quantizer's; ``target`` as ``write_qdq``'s (uint8 weights for ``avx2``)."""
-    written = _write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers)))
+    return _for_target(_write_qdq(model, ranges, encoding, (), only=(set(tensors), set(layers))), encoding, target)
+
+
+def _for_target(written, encoding, target):
+    """``written`` with the weight type of the CPU ``target`` (uint8 without VNNI: ``int8_target``)."""
     if _weight_type(encoding, target) == "uint8":
         shift_weights_to_uint8(written)
     return written
+
+
+ORT_QUANTIZER_DOC = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
+
+
+def by_ort_quantizer(model):
+    """Whether ``write_qdq`` made ``model`` with ONNX Runtime's quantizer (the ``cpu`` encoding where that runs)
+    rather than with trtkit's own placement."""
+    return model.doc_string == ORT_QUANTIZER_DOC
 
 
 def quantization_plan(model, encoding):
@@ -245,7 +257,7 @@ def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=F
         written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept)
         if written is not None:
             _drop_qdq_of(written, logits)
-            written.doc_string = "trtkit INT8 Q/DQ (cpu encoding, ONNX Runtime's quantizer)"
+            written.doc_string = ORT_QUANTIZER_DOC
             return written
     g = _Graph(model)
     edges = cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g)
