@@ -92,6 +92,7 @@ class VariantMaker(object):
         self._fp32_model = None
         self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
+        self._calibrated = {}  # calibration results by method
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -122,10 +123,16 @@ class VariantMaker(object):
         return self._images
 
     def calibrate(self, method=None):
-        """Ranges of every activation by ``method`` (default: the config's); cached (``precision.calibrate``)."""
+        """Ranges of every activation by ``method`` (default: the config's); cached on disk
+        (``precision.calibrate``) and kept by the maker, so a later step (the build's ``--report``) does not
+        calibrate again, with ``--no-calib-cache`` neither."""
         from trtkit.precision.calibrate import calibrate
-        return calibrate(self.fp32_onnx, self.calibration_images(), method or self.config.method,
-                         self.config.batch, self.config.percentile, use_cache=self.config.use_cache)
+        method = method or self.config.method
+        if method not in self._calibrated:
+            self._calibrated[method] = calibrate(self.fp32_onnx, self.calibration_images(), method,
+                                                 self.config.batch, self.config.percentile,
+                                                 use_cache=self.config.use_cache)
+        return self._calibrated[method]
 
     def int8(self, method=None, label="int8", files=None, result=None):
         """Calibrate (or take ``result``), write the Q/DQ ONNX, TensorRT cache and report; returns the Variant.
