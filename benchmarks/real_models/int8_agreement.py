@@ -17,7 +17,6 @@ by, made on a shared machine; speed is ``--speed``'s job.
 - the gate and the layers kept float come from trtkit's manifests.
 """
 
-import json
 import os
 import shutil
 import sys
@@ -163,7 +162,6 @@ PACKAGES = ("trtkit", "onnxruntime", "openvino", "nncf", "numpy", "onnx", "torch
 def run(names, settings, out_dir, file_name, command):
     """Measure every model of ``names`` in its own child process; write ``out_dir/<device>/FILE_NAME.{json,md}``;
     returns the record."""
-    import subprocess
     import tempfile
     from benchmarks.common import cpu_description, versions
     from trtkit.bench.device import device_record
@@ -171,18 +169,11 @@ def run(names, settings, out_dir, file_name, command):
     record = {"benchmark": "int8_corpus_agreement", "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "command": command, "device": device_record(import_torch=False)["slug"], "cpu": cpu_description(),
               "versions": versions(*PACKAGES), "settings": settings.to_dict(), "models": {}}
+    from benchmarks.real_models.speed_run import run_child
     scratch = tempfile.mkdtemp(prefix="trtkit-int8-corpus-")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     for index, name in enumerate(names):
         print("== {} ({}/{}) ==".format(name, index + 1, len(names)), flush=True)
-        result = os.path.join(scratch, name + ".json")
-        code = subprocess.call([sys.executable, "-m", "benchmarks.real_models.int8_agreement", name,
-                                json.dumps(settings.to_dict()), result], cwd=ROOT, env=env)
-        model = None
-        if os.path.isfile(result):
-            with open(result) as handle:
-                model = json.load(handle)
-        record["models"][name] = model or {"error": "the child process ended without a result (exit {})".format(code)}
+        record["models"][name] = run_child(name, settings, scratch, module="benchmarks.real_models.int8_agreement")
         print("\n".join(table([name], record)[2:]), flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
     folder = os.path.normpath(os.path.join(out_dir, record["device"]))

@@ -22,12 +22,13 @@ from benchmarks.real_models.speed import NNCF, ROWS, Settings
 PACKAGES = ("trtkit", "onnxruntime", "openvino", "nncf", "numpy", "onnx", "torch")
 
 
-def run_child(name, settings, scratch):
-    """Measure ``name`` in a child process; returns its record ({"error": ...} when it failed)."""
+def run_child(name, settings, scratch, module="benchmarks.real_models.speed"):
+    """Measure ``name`` in a child process running ``module`` (its ``main``: ``NAME SETTINGS_JSON RESULT_JSON``);
+    returns its record ({"error": ...} when it failed)."""
     result = os.path.join(scratch, name + ".json")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    code = subprocess.call([sys.executable, "-m", "benchmarks.real_models.speed", name,
+    code = subprocess.call([sys.executable, "-m", module, name,
                             json.dumps(settings.to_dict()), result], cwd=root, env=env)
     record = None
     if os.path.isfile(result):
