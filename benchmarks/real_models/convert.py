@@ -124,14 +124,14 @@ def _package_module(archive, prefix, names, package):
     package ``package`` (so their relative imports resolve to each other), never installed."""
     import importlib.util
     import types
-    from benchmarks.real_models.fetch import read_member
+    from benchmarks.real_models.fetch import _archive_member
     if package not in sys.modules:
         parent = types.ModuleType(package)
         parent.__path__ = []
         sys.modules[package] = parent
     for stem in names:
         member = prefix + stem + ".py"
-        text = read_member(archive, member)
+        text = _archive_member(archive, member)
         spec = importlib.util.spec_from_loader(package + "." + stem, loader=None)
         module = importlib.util.module_from_spec(spec)
         module.__package__ = package

