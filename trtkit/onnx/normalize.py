@@ -49,6 +49,20 @@ def graph_inputs(model):
     return [i for i in model.graph.input if i.name not in initializers]
 
 
+def probe_image(model, noise=False):
+    """(input name, an image for one run of ``model``): its first real input's shape with every unknown
+    dimension 1 and its type (uint8 or float32), zeros, or seeded noise (``noise``: 0-255 for uint8, 0-1 else).
+    What the graph readers run once to see what a head computes."""
+    import numpy as np
+    image = graph_inputs(model)[0]
+    dims = [d if isinstance(d, int) else 1 for d in dims_of(image)]
+    if image.type.tensor_type.elem_type == 2:  # uint8
+        values = np.random.RandomState(0).randint(0, 256, dims) if noise else np.zeros(dims)
+        return image.name, values.astype(np.uint8)
+    values = np.random.RandomState(0).rand(*dims) if noise else np.zeros(dims)
+    return image.name, values.astype(np.float32)
+
+
 def dims_of(value_info):
     """The dimensions of a ValueInfoProto: ints, dim_param names, or None (unknown; -1 and 0 count as unknown)."""
     dims = []

@@ -132,16 +132,11 @@ def _with_output_shapes(model):
     Why a run rather than ONNX shape inference: exporters compute the reshapes of a head from the input's
     shape (Shape, Gather, Concat), which shape inference does not fold, and the head's layout is read from
     these shapes."""
-    import numpy as np
     from trtkit.deps import require
-    from trtkit.onnx.normalize import graph_inputs
+    from trtkit.onnx.normalize import probe_image
     ort = require("onnxruntime", "reading a foreign detector's output shapes")
-    image = graph_inputs(model)[0]
-    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1
-            for d in image.type.tensor_type.shape.dim]
-    dtype = np.uint8 if image.type.tensor_type.elem_type == 2 else np.float32
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    found = session.run(None, {image.name: np.zeros(dims, dtype=dtype)})
+    found = session.run(None, dict([probe_image(model)]))
     values = dict((output.name, value) for output, value in zip(model.graph.output, found))
     for output, value in zip(model.graph.output, found):
         output.type.tensor_type.ClearField("shape")

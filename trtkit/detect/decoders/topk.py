@@ -192,20 +192,15 @@ def _run(model, names):
     """{name: value} of ``names`` on a zero image and on a noise image (ONNX Runtime), as two dicts."""
     from onnx import helper
     from trtkit.deps import require
-    from trtkit.onnx.normalize import graph_inputs
+    from trtkit.onnx.normalize import probe_image
     ort = require("onnxruntime", "reading a detector's selection")
     probe = type(model)()
     probe.CopyFrom(model)
     present = set(o.name for o in probe.graph.output)
     probe.graph.output.extend([helper.make_empty_tensor_value_info(n) for n in names if n not in present])
-    image = graph_inputs(probe)[0]
-    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in image.type.tensor_type.shape.dim]
     session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     wanted = [o.name for o in session.get_outputs()]
-    found = []
-    for values in (np.zeros(dims, np.float32), np.random.RandomState(0).rand(*dims).astype(np.float32)):
-        found.append(dict(zip(wanted, session.run(None, {image.name: values}))))
-    return found
+    return [dict(zip(wanted, session.run(None, dict([probe_image(probe, noise)])))) for noise in (False, True)]
 
 
 def _coder(index, names):
