@@ -22,6 +22,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+from detection_tail import quantized_tail_is_float  # noqa: E402
+
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 SIZE = 64
 IMAGES = 12
@@ -73,17 +75,6 @@ def same(found, expected):
     return agreement.result()["f1"], equal
 
 
-def tail_is_float(out, manifest):
-    """Whether the INT8 artifact quantizes its network and no node of the rebuilt tail (``decode/``) or the
-    selection after it (``trtkit_nms/``) reads a DequantizeLinear's output."""
-    int8 = [a for a in manifest["artifacts"] if a["precision"] == "int8"][0]
-    model = onnx.load(os.path.join(out, int8["path"]))
-    dequantized = set(n.output[0] for n in model.graph.node if n.op_type == "DequantizeLinear")
-    tail = [n for n in model.graph.node if n.name.startswith(("decode/", "trtkit_nms/"))]
-    assert len(tail) > 20 and len(dequantized) >= 5
-    return not any(i in dequantized for n in tail for i in n.input)
-
-
 def build(tmp_path, kind, precision="fp32,int8", decoder=None, params=None):
     import trtkit
     out = str(tmp_path / kind)
@@ -133,7 +124,7 @@ def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     print(kind, sum(counts), "detections; FP32 F1 vs the export:", f1, "equal:", equal, "INT8 F1:", int8_f1)
     assert f1 == 1.0 and equal
     assert int8_f1 >= 0.5  # random weights: a floor that catches a broken INT8, not a quality claim
-    assert tail_is_float(out, manifest)
+    assert quantized_tail_is_float(out, manifest)
 
 
 def test_a_selection_in_a_loop_is_refused_in_one_line_then_built_from_named_tensors(tmp_path):
