@@ -8,7 +8,8 @@ tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.on
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score;
 - ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop (no NonMaxSuppression):
   refused in one line, built when the user names the network's boxes and scores;
-- ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``).
+- ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``); ``topk_batch``
+  per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1).
 
 Each is built FP32 and INT8 on ONNX Runtime; FP32's detections must be the export's own (run in ONNX Runtime:
 the same boxes, scores, classes and counts per image), and INT8's tail float.
@@ -27,6 +28,7 @@ from detection_tail import quantized_tail_is_float  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 SIZE = 64
 IMAGES = 12
+BATCHED = ("combined", "combined_clip", "topk_batch")  # the others take one image ([1, 64, 64, 3])
 
 
 def fixture(kind):
@@ -46,10 +48,10 @@ def export_detections(kind, images):
     names = [o.name for o in session.get_outputs()]
     batch = images.astype(np.float32) / 255.0
     runs = [dict(zip(names, session.run(None, {"image": batch[i:i + 1]}))) for i in range(len(batch))] \
-        if not kind.startswith("combined") else [dict(zip(names, session.run(None, {"image": batch})))]
+        if kind not in BATCHED else [dict(zip(names, session.run(None, {"image": batch})))]
     found = []
     for image in range(len(batch)):
-        out, row = (runs[0], image) if kind.startswith("combined") else (runs[image], None)
+        out, row = (runs[0], image) if kind in BATCHED else (runs[image], None)
         pick = (lambda v: v[row]) if row is not None else (lambda v: v)
         boxes, scores, labels = (pick(out[k]) for k in ("detection_boxes", "detection_scores", "detection_classes"))
         count = int(np.asarray(pick(out["num_detections"]))) if "num_detections" in out else len(scores)
@@ -100,16 +102,16 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
 }
 
 
-@pytest.mark.parametrize("kind", ["combined", "combined_clip", "nms", "topk"])
+@pytest.mark.parametrize("kind", ["combined", "combined_clip", "nms", "topk", "topk_batch"])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     from trtkit.pipeline.foreign_detector import decode_graph
-    family = "topk" if kind == "topk" else "nms"
+    family = "topk" if kind.startswith("topk") else "nms"
     model, _, params, _ = decode_graph(onnx.load(fixture(kind)), family)
     assert params["num_classes"] == 3 and params["anchors"] == 128 and params["order"] == "yxyx"
     assert params["normalized"] and params["center_point_box"] == 0
-    for key, value in READ[kind.replace("_clip", "")].items():
+    for key, value in READ[kind.split("_")[0]].items():
         assert params[key] == pytest.approx(value) if isinstance(value, float) else params[key] == value, key
-    if kind != "topk":
+    if family == "nms":
         assert params["iou_threshold"] == pytest.approx(0.5) and params["score_threshold"] == pytest.approx(0.3)
     ops = set(n.op_type for n in model.graph.node)
     assert not ops & {"NonMaxSuppression", "TopK", "Pad", "ScatterND", "GatherND"}, ops

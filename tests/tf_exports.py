@@ -9,7 +9,8 @@ saved as a SavedModel and converted by tf2onnx's command line as they run it:
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score (class-agnostic);
 - ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise;
 - ``topk``: no NMS, the best K (box, class) pairs by score (CenterNet/DETR-style): ``tf.math.top_k`` over
-  the flattened scores, then a gather of their boxes.
+  one image's flattened scores, then a gather of their boxes; ``topk_batch`` the same per image of a batch
+  (``tf.gather(..., batch_dims=1)``: a GatherND).
 
 Needs TensorFlow and tf2onnx (not trtkit's dependencies, so the tests only read the files this writes)::
 
@@ -32,7 +33,7 @@ ANCHORS_PER_CELL = 2
 SCALES = (10.0, 10.0, 5.0, 5.0)  # FasterRcnnBoxCoder's y, x, h, w scale factors
 MAX_PER_CLASS, MAX_TOTAL, IOU, SCORE = 20, 20, 0.5, 0.3
 TOP_K = 20
-KINDS = ("combined", "combined_clip", "nms", "padded", "topk")
+KINDS = ("combined", "combined_clip", "nms", "padded", "topk", "topk_batch")
 
 
 def anchors():
@@ -83,6 +84,15 @@ def selection(tf, kind, model):
                 clip_boxes=kind == "combined_clip")
             return {"detection_boxes": nmsed.nmsed_boxes, "detection_scores": nmsed.nmsed_scores,
                     "detection_classes": nmsed.nmsed_classes, "num_detections": nmsed.valid_detections}
+        return select, [None, SIZE, SIZE, 3]
+
+    if kind == "topk_batch":
+        def select(image):
+            boxes, scores = model(image)
+            best, index = tf.math.top_k(tf.reshape(scores, [tf.shape(scores)[0], -1]), k=TOP_K)
+            anchor, label = index // CLASSES, index % CLASSES
+            return {"detection_boxes": tf.gather(boxes, anchor, batch_dims=1), "detection_scores": best,
+                    "detection_classes": label}
         return select, [None, SIZE, SIZE, 3]
 
     def one_image(image):
