@@ -16,6 +16,7 @@ import os
 import numpy as np
 import pytest
 
+from detection_tail import quantized_tail_is_float
 from trtkit.errors import InputError
 
 torch = pytest.importorskip("torch")
@@ -146,17 +147,6 @@ def f1(found, expected):
             iou = box_iou(mine.boxes, theirs.boxes) * (mine.labels[:, None] == theirs.labels[None, :])
             matched += int(((iou >= 0.5).sum(axis=1) > 0).sum())
     return 2.0 * matched / max(1, total)
-
-
-def quantized_tail_is_float(out, manifest):
-    """Whether the INT8 artifact (its selection appended) quantizes its network and reads no DequantizeLinear's
-    output in the rebuilt tail (``decode/`` nodes) or the selection after it (``trtkit_nms/``)."""
-    int8 = [a for a in manifest["artifacts"] if a["precision"] == "int8"][0]
-    model = onnx.load(os.path.join(out, int8["path"]))
-    dequantized = set(n.output[0] for n in model.graph.node if n.op_type == "DequantizeLinear")
-    tail = [n for n in model.graph.node if n.name.startswith(("decode/", "trtkit_nms/"))]
-    assert len(tail) > 20 and len(dequantized) >= 5
-    return not any(i in dequantized for n in tail for i in n.input)
 
 
 @pytest.mark.parametrize("style", ["ultralytics", "tf"])

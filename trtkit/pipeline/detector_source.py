@@ -32,7 +32,13 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
         from trtkit.pipeline.foreign_detector import adapt
         if decoder is not None and decoder.decoder:
             return adapt(options, onnx_path, work_dir, name)
-        from trtkit.detect.decoders import nms, raw_names
+        from trtkit.detect.decoders import nms, raw_names, tails
+        if tails.best_k(model):
+            log.info("{} has no trtkit detection head and keeps its best K detections by a TopK, with no NMS: read "
+                     "as --decoder topk (cut before the TopK; docs/detection.md)".format(options.onnx))
+            return adapt(options, onnx_path, work_dir, name, decoder="topk")
+        if tails.loop_selection(model):  # TensorFlow's padded NMS: refused by nms in one line, naming the Loop
+            return adapt(options, onnx_path, work_dir, name, decoder=nms.Nms.name)
         if nms.inside(model):
             log.info("{} has no trtkit detection head and selects its detections with NonMaxSuppression: read "
                      "as --decoder nms (cut at its NMS's boxes and scores; docs/detection.md)".format(options.onnx))

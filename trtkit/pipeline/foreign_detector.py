@@ -42,9 +42,10 @@ class DecoderOptions(Options):
               help="the decoder of the graph's raw outputs: yolo (ultralytics [N, 4 + C, A] or [N, A, 5 + "
                    "C]), dfl (GFL/DFL distance distributions: PP-PicoDet, YOLOv8 raw heads), priors (offsets "
                    "against anchors: SSD, RetinaNet, BlazeFace), nms (a graph with NonMaxSuppression inside: cut "
-                   "at its boxes and scores; the default for --task detection on such a graph), or your own "
-                   "Python function, module:function or file.py:function, called as decode(outputs, (H, W)) -> "
-                   "(boxes [N, A, 4], scores [N, A, C]) on the host after the network"),
+                   "at its boxes and scores; the default for --task detection on such a graph), topk (a graph "
+                   "keeping its best K (box, class) pairs by a TopK, no NMS: cut before it; the default there), or "
+                   "your own Python function, module:function or file.py:function, called as decode(outputs, "
+                   "(H, W)) -> (boxes [N, A, 4], scores [N, A, C]) on the host after the network"),
         Field("decoder_param", "params", action="append", metavar="KEY=VALUE",
               help="a decoder parameter, repeated (read from the graph where it can be: strides, reg_max, "
                    "layouts, activation), e.g. anchors=anchors.npy, variances=1,1,1,1, boxes=NAME"),

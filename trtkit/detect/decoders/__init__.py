@@ -19,6 +19,7 @@ Only numpy is imported here; onnx when a tail is written.
 """
 
 from trtkit.detect.decoders.base import DecoderSpec
+from trtkit.detect.decoders.bestk import TopK
 from trtkit.detect.decoders.dfl import Dfl
 from trtkit.detect.decoders.nms import Nms
 from trtkit.detect.decoders.priors import Priors
@@ -27,7 +28,7 @@ from trtkit.errors import InputError
 
 __all__ = ["DecoderSpec", "FAMILIES", "family", "names", "parse_params", "raw_names"]
 
-FAMILIES = dict((family.name, family) for family in (Yolo(), Dfl(), Priors(), Nms()))
+FAMILIES = dict((family.name, family) for family in (Yolo(), Dfl(), Priors(), Nms(), TopK()))
 
 
 def names():
@@ -35,7 +36,7 @@ def names():
 
 
 def raw_names():
-    """The families that read raw heads (all but those that cut a graph's own selection: ``nms``)."""
+    """The families that read raw heads (all but those that cut a graph's own selection: ``nms``, ``topk``)."""
     return [name for name in names() if not hasattr(FAMILIES[name], "cut")]
 
 

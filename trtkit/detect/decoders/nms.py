@@ -32,8 +32,9 @@ What is read from the graph (each can be given with ``--decoder-param``):
   float32 just below ``c``; a constant scale of the boxes there, the boxes' ``/ imgsz / C``, changes no IoU):
   the cut reads the tensors before it, ``c`` becomes ``score_threshold`` (the larger of the two when NMS has its
   own);
-- ``detections``: the detections per image: the smallest constant ``k`` of a ``TopK`` after the NMS (a
-  best-K of the kept) or of a ``Slice`` from 0 to ``k`` (ultralytics' ``keep[:max_det]``), else
+- ``detections``: the detections per image (``tails.kept_count``): the smallest ``k`` of a ``TopK`` after the NMS
+  (a best-K of the kept; tf2onnx's ``Min(count, max_total_size)``) or of a ``Slice`` from 0 to ``k`` of the kept
+  rows (ultralytics' ``keep[:max_det]``), else
   ``max_output_boxes_per_class`` per class (once when class-agnostic or ``best_class``: NMS saw one score per
   box, its one "class" all of them).
 
@@ -42,7 +43,8 @@ Boxes are not clipped: the graph's own NMS compared them as they are, and so doe
 
 import numpy as np
 
-from trtkit.detect.decoders import topk
+from trtkit import log
+from trtkit.detect.decoders import tails, topk
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
 from trtkit.errors import InputError
 
@@ -93,7 +95,8 @@ def _reduced_classes(model, scores):
                 axes = [] if found is None else [[int(v) for v in np.asarray(found).reshape(-1)]]
             if len(axes) != 1 or len(axes[0]) != 1:
                 return None
-            return node.input[0], axes[0][0]
+            source, dropped = tails.image_source(topk.Index(model), node.input[0])  # x[0] of a batch-1 export
+            return source, axes[0][0] + (1 if dropped and axes[0][0] >= 0 else 0)
         node = producers.get(node.input[0])
     return None
 
@@ -208,35 +211,6 @@ def _unwind(model, name, boxes):
     return found, passed
 
 
-def _after(model, start):
-    """The smallest constant ``k`` of a TopK, or end of a Slice from 0, fed (directly or not) by ``start``, or
-    None."""
-    consumers = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    seen, stack, found = set(), [start], []
-    while stack:
-        name = stack.pop()
-        for node in consumers.get(name, []):
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if node.op_type == "TopK" and len(node.input) > 1:
-                k = _constant(model, node.input[1])
-                if k is not None and np.asarray(k).size == 1:
-                    found.append(int(np.asarray(k).reshape(-1)[0]))
-            if node.op_type == "Slice" and len(node.input) > 2:  # keep[:k] (opset 10's Slice: inputs)
-                starts, ends = _constant(model, node.input[1]), _constant(model, node.input[2])
-                steps = _constant(model, node.input[4]) if len(node.input) > 4 and node.input[4] else None
-                if starts is not None and ends is not None and np.asarray(ends).size == 1 and \
-                        not np.asarray(starts).any() and (steps is None or np.all(np.asarray(steps) == 1)) and \
-                        0 < int(np.asarray(ends).reshape(-1)[0]) < 2 ** 31:
-                    found.append(int(np.asarray(ends).reshape(-1)[0]))
-            stack.extend(node.output)
-    return min(found) if found else None
-
-
 class Nms(object):
     name = "nms"
     summary = "a graph with NonMaxSuppression inside, cut at its boxes and scores (the selection read from it)"
@@ -267,6 +241,16 @@ class Nms(object):
             raise fail("--decoder nms: the graph's NonMaxSuppression sits in a branch (an If) and no top-k "
                        "candidates feed it: trtkit cannot cut there", hint="pass --decoder yolo|priors|dfl or your "
                        "own --decoder module:function for the graph's raw outputs")
+        loops = tails.loop_selection(model)
+        if not nodes and loops and not ("boxes" in given and "scores" in given):
+            raise fail("--decoder nms: the graph selects in a Loop ('{}': a while loop, as tf2onnx writes TensorFlow's "
+                       "non_max_suppression_padded) and has no NonMaxSuppression node: trtkit cannot read its "
+                       "parameters".format(loops[0].name or loops[0].output[0]),
+                       hint="name its network's outputs: --decoder nms --decoder-param boxes=NAME --decoder-param "
+                            "scores=NAME, and iou_threshold, score_threshold, detections (class_agnostic=true for "
+                            "one score per box)")
+        if not nodes and "boxes" in given and "scores" in given:  # the user's reading: cut at the tensors named
+            return self._cut_named(model, given)
         if not nodes:
             raise fail("--decoder nms: the graph has no NonMaxSuppression node to cut at",
                        hint="pass --decoder dfl|priors|yolo for a graph that ends in raw heads")
@@ -300,13 +284,29 @@ class Nms(object):
             read["scores"], read["class_axis"] = reduced
             read["class_agnostic"] = "class_offset" not in passed  # shifted apart by class: NMS per class
             read["best_class"] = "class_offset" in passed
-        detections = _after(model, nms.output[0])
+        detections = tails.kept_count(model, nms.output[0])
         if detections is not None:
             read["detections"] = detections
         outputs = [o.name for o in model.graph.output]
         boxes, scores = given.get("boxes", read["boxes"]), given.get("scores", read["scores"])
         removed = keep_outputs(model, [boxes, scores])
         read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": nms.name or nms.output[0]}
+        read.update(given)
+        return read
+
+    def _cut_named(self, model, given):
+        """``cut`` at the boxes and scores the user named (a selection trtkit cannot read: a Loop)."""
+        from trtkit.onnx.layout import is_nhwc
+        from trtkit.onnx.load import keep_outputs
+        read = {"center_point_box": 0, "order": "yxyx" if is_nhwc(model) else "xyxy", "class_agnostic": False,
+                "class_axis": -1}  # scores [N, A, C] as a network writes them (NMS's own [N, C, A]: score_layout)
+        made = set(o for node in model.graph.node for o in node.output)
+        for key in ("boxes", "scores"):
+            if given[key] not in made:
+                raise fail("--decoder-param {}={}: the graph has no such tensor".format(key, given[key]))
+        outputs = [o.name for o in model.graph.output]
+        removed = keep_outputs(model, [given["boxes"], given["scores"]])
+        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": None}
         read.update(given)
         return read
 
@@ -317,7 +317,7 @@ class Nms(object):
         nms, holder = held
         iou = topk.Index(model).scalar(nms.input[3]) if len(nms.input) > 3 and nms.input[3] else 0.0
         read["iou_threshold"] = topk.single(iou or 0.0)
-        detections = _after(model, holder.output[0])
+        detections = tails.kept_count(model, holder.output[0])
         if detections is None:
             raise fail("no constant number of detections per image (a Slice or TopK) follows the graph's NMS",
                        hint="pass --max-detections N")
@@ -354,6 +354,9 @@ class Nms(object):
         per_class = int(given.get("max_output_boxes_per_class", 0)) or anchors
         single = agnostic or flag(given.get("best_class", False), "best_class")  # NMS saw one score per box
         detections = int(given.get("detections") or min(per_class * (1 if single else classes), anchors * classes))
+        if not single and per_class < min(detections, anchors):  # trtkit's selection caps a class at detections
+            log.warn("the graph's NMS keeps at most {0} boxes of a class, trtkit's selection up to {1}: an image "
+                     "with more than {0} of one class after NMS may differ".format(per_class, detections))
         return {"boxes": boxes.name, "scores": scores.name, "score_layout": layout, "num_classes": int(classes),
                 "anchors": anchors, "center_point_box": int(given.get("center_point_box", 0)),
                 "order": choice(given.get("order", "xyxy"), "order", ("xyxy", "yxyx")), "normalized": normalized,

@@ -135,7 +135,7 @@ def filter_threshold(producers, scalar, name):
     return None
 
 
-def _k(index, name, depth=0):
+def constant_k(index, name, depth=0):
     """The constant ``k`` of a TopK's k input (``min(count, k)`` as torchvision writes it), or None."""
     value = index.scalar(name)
     if value is not None or depth > 6:
@@ -143,7 +143,8 @@ def _k(index, name, depth=0):
     node = index.producers.get(name)
     if node is None or node.op_type not in CHAIN + ("ReduceMin", "Min", "Concat"):
         return None
-    found = [v for v in (_k(index, i, depth + 1) for i in node.input[:1 if node.op_type in CHAIN else None] if i)
+    inputs = node.input[:1 if node.op_type in CHAIN else None]
+    found = [v for v in (constant_k(index, i, depth + 1) for i in inputs if i)
              if v is not None]
     return min(found) if found else None
 
@@ -253,7 +254,7 @@ def read(model, nms, given):
     topks = [n for n in index.nodes if n.op_type == "TopK" and any(o in upstream for o in n.output)]
     if not topks:
         return None
-    walks = [dict(_walk_scores(index, n.input[0]), k=_k(index, n.input[1]) if len(n.input) > 1 else None)
+    walks = [dict(_walk_scores(index, n.input[0]), k=constant_k(index, n.input[1]) if len(n.input) > 1 else None)
              for n in topks]
     for key in ("cut", "activation", "threshold", "group", "k"):
         values = set(str(w[key]) for w in walks)

@@ -1,0 +1,168 @@
+"""Real TensorFlow exports with their selection inside (``detect.decoders.tails``, ``nms``): a small Keras
+detector (NHWC, SSD-like anchor head, seeded random weights) ending in TensorFlow's own selection, converted by
+tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.onnx``, written by
+``tests/tf_exports.py`` (which needs TensorFlow; these tests need only onnx and ONNX Runtime):
+
+- ``combined``: ``tf.image.combined_non_max_suppression`` (per class, 20 padded rows, ``valid_detections``);
+  ``combined_clip`` with its default ``clip_boxes`` (tf2onnx clips the selected boxes, after the NMS);
+- ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score;
+- ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop (no NonMaxSuppression):
+  refused in one line, built when the user names the network's boxes and scores;
+- ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``); ``topk_batch``
+  per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1).
+
+Each is built FP32 and INT8 on ONNX Runtime; FP32's detections must be the export's own (run in ONNX Runtime:
+the same boxes, scores, classes and counts per image), and INT8's tail float.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from detection_tail import quantized_tail_is_float  # noqa: E402
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+SIZE = 64
+IMAGES = 12
+BATCHED = ("combined", "combined_clip", "topk_batch")  # the others take one image ([1, 64, 64, 3])
+
+
+def fixture(kind):
+    return os.path.join(FIXTURES, "tf_{}.onnx".format(kind))
+
+
+def drawn():
+    from trtkit.data.shape_boxes import draw_shape_boxes
+    return draw_shape_boxes(IMAGES, size=SIZE, seed=7)[0]
+
+
+def export_detections(kind, images):
+    """Per image the export's own detections (``Detections``: x1 y1 x2 y2 in input pixels, clipped to it, as
+    trtkit's predict gives them), run in ONNX Runtime on ``images / 255``."""
+    from trtkit.detect.records import Detections
+    session = ort.InferenceSession(fixture(kind), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    batch = images.astype(np.float32) / 255.0
+    runs = [dict(zip(names, session.run(None, {"image": batch[i:i + 1]}))) for i in range(len(batch))] \
+        if kind not in BATCHED else [dict(zip(names, session.run(None, {"image": batch})))]
+    found = []
+    for image in range(len(batch)):
+        out, row = (runs[0], image) if kind in BATCHED else (runs[image], None)
+        pick = (lambda v: v[row]) if row is not None else (lambda v: v)
+        boxes, scores, labels = (pick(out[k]) for k in ("detection_boxes", "detection_scores", "detection_classes"))
+        count = int(np.asarray(pick(out["num_detections"]))) if "num_detections" in out else len(scores)
+        boxes = (boxes[:count, [1, 0, 3, 2]].astype(np.float64) * SIZE).clip(0, SIZE)
+        found.append(Detections(boxes, scores[:count], labels[:count].astype(np.int64)))
+    return found
+
+
+def same(found, expected):
+    """(F1 at IoU 0.5 by trtkit's agreement, whether every image has the export's detections exactly: counts,
+    then boxes within 1e-3 px, scores within 1e-5 and classes, in score order)."""
+    from trtkit.detect.agreement import DetectionAgreement
+    agreement, equal = DetectionAgreement(), True
+    for mine, theirs in zip(found, expected):
+        agreement.update(mine, theirs)
+        if len(mine) != len(theirs):
+            equal = False
+            continue
+        a, b = np.argsort(-mine.scores, kind="stable"), np.argsort(-theirs.scores, kind="stable")
+        equal = equal and np.allclose(mine.boxes[a], theirs.boxes[b], atol=1e-3) and \
+            np.allclose(mine.scores[a], theirs.scores[b], atol=1e-5) and \
+            np.array_equal(mine.labels[a], theirs.labels[b])
+    return agreement.result()["f1"], equal
+
+
+def build(tmp_path, kind, precision="fp32,int8", decoder=None, params=None):
+    import trtkit
+    out = str(tmp_path / kind)
+    result = trtkit.build(onnx=fixture(kind), task="detection", mean=[0, 0, 0], std=[1, 1, 1], resize="stretch",
+                          data="shape-boxes", precision=precision, verify_images=8, calib_images=8,
+                          calib_batch_size=1, backend="onnxruntime", bench_seconds=0, out=out, decoder=decoder,
+                          decoder_param=params)
+    return out, result.manifest
+
+
+def predicted(out, precision, images):
+    import trtkit
+    with trtkit.load(out, precision=precision) as detector:
+        return detector.predict(list(images), score_threshold=0.0)
+
+
+READ = {  # what the reading must find in each export (the values tests/tf_exports.py gave TensorFlow)
+    "combined": {"class_agnostic": False, "detections": 20, "max_output_boxes_per_class": 20,
+                 "score_layout": "classes_first"},
+    "nms": {"class_agnostic": True, "detections": 20, "score_layout": "anchors_first"},
+    "topk": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
+             "score_layout": "anchors_first"},
+}
+
+
+@pytest.mark.parametrize("kind", ["combined", "combined_clip", "nms", "topk", "topk_batch"])
+def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
+    from trtkit.pipeline.foreign_detector import decode_graph
+    family = "topk" if kind.startswith("topk") else "nms"
+    model, _, params, _ = decode_graph(onnx.load(fixture(kind)), family)
+    assert params["num_classes"] == 3 and params["anchors"] == 128 and params["order"] == "yxyx"
+    assert params["normalized"] and params["center_point_box"] == 0
+    for key, value in READ[kind.split("_")[0]].items():
+        assert params[key] == pytest.approx(value) if isinstance(value, float) else params[key] == value, key
+    if family == "nms":
+        assert params["iou_threshold"] == pytest.approx(0.5) and params["score_threshold"] == pytest.approx(0.3)
+    ops = set(n.op_type for n in model.graph.node)
+    assert not ops & {"NonMaxSuppression", "TopK", "Pad", "ScatterND", "GatherND"}, ops
+    images = drawn()
+    expected = export_detections(kind, images)
+    counts = [len(e) for e in expected]
+    assert sum(counts) >= 30 and len(set(np.concatenate([e.labels for e in expected]))) == 3, counts
+    out, manifest = build(tmp_path, kind)
+    assert manifest["model"]["detection"]["decoder"]["family"] == family
+    f1, equal = same(predicted(out, "fp32", images), expected)
+    int8_f1 = same(predicted(out, "int8", images), expected)[0]
+    print(kind, sum(counts), "detections; FP32 F1 vs the export:", f1, "equal:", equal, "INT8 F1:", int8_f1)
+    assert f1 == 1.0 and equal
+    assert int8_f1 >= 0.5  # random weights: a floor that catches a broken INT8, not a quality claim
+    assert quantized_tail_is_float(out, manifest)
+
+
+def test_a_selection_in_a_loop_is_refused_in_one_line_then_built_from_named_tensors(tmp_path):
+    """``non_max_suppression_padded`` (tf2onnx: a Loop, no NonMaxSuppression): one InputError naming the Loop;
+    with the network's boxes and scores named and the thresholds given, FP32 is the export's own."""
+    from conftest import run_cli
+    done = run_cli(["build", "--onnx", fixture("padded"), "--task", "detection", "--data", "shape-boxes",
+                    "--backend", "onnxruntime", "--out", str(tmp_path / "refused")], timeout=300)
+    errors = [line for line in done.stderr.splitlines() + done.stdout.splitlines() if line.startswith("error")]
+    assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "a Loop" in errors[0] and "non_max_suppression_padded" in errors[0] and "boxes=NAME" in errors[0]
+    names = network_outputs(fixture("padded"))
+    params = ["boxes=" + names["boxes"], "scores=" + names["scores"], "iou_threshold=0.5", "score_threshold=0.3",
+              "detections=20", "class_agnostic=true"]
+    images = drawn()
+    expected = export_detections("padded", images)
+    assert sum(len(e) for e in expected) >= 30
+    out, _ = build(tmp_path, "padded", precision="fp32", decoder="nms", params=params)
+    f1, equal = same(predicted(out, "fp32", images), expected)
+    print("padded FP32 F1 vs the export:", f1, "equal:", equal)
+    assert f1 == 1.0 and equal
+
+
+def network_outputs(path):
+    """{boxes, scores}: the names of the Keras model's two outputs in a tf2onnx export (the boxes' ``tf.stack``
+    Concat, the scores' Sigmoid), as a user reads them in Netron."""
+    model = onnx.load(path)
+    boxes = [n.output[0] for n in model.graph.node if n.op_type == "Concat" and "stack" in n.output[0]]
+    scores = [n.output[0] for n in model.graph.node if n.op_type == "Sigmoid"]
+    assert len(boxes) == 1 and len(scores) == 1
+    return {"boxes": boxes[0], "scores": scores[0]}
+
+
+def test_topk_refuses_a_graph_with_nms_in_one_line():
+    from trtkit.errors import InputError
+    from trtkit.pipeline.foreign_detector import decode_graph
+    with pytest.raises(InputError) as refused:
+        decode_graph(onnx.load(fixture("combined")), "topk")
+    assert "TopK" in str(refused.value) and "--decoder nms" in str(refused.value.hint)
