@@ -142,9 +142,9 @@ SAMPLE_FREE_FILES = ("test_architecture.py", "test_bench_affinity.py", "test_ben
                      "test_shape_boxes.py", "test_shared_helpers.py", "test_tasks.py", "test_tensorrt_api.py",
                      "test_tensorrt_api_table.py", "test_tensorrt_calibrator.py", "test_tensorrt_logger.py",
                      "test_tensorrt_real_model.py", "test_tensorrt_release_order.py", "test_tensorrt_runner.py",
-                     "test_tf_style_graphs.py", "test_torch2trt_path.py", "test_torch_baseline.py",
-                     "test_torchvision_exports.py", "test_training.py", "test_training_inputs.py",
-                     "test_training_recipe.py", "test_verification_confidence.py")
+                     "test_tf_exports.py", "test_tf_style_graphs.py", "test_torch2trt_path.py",
+                     "test_torch_baseline.py", "test_torchvision_exports.py", "test_training.py",
+                     "test_training_inputs.py", "test_training_recipe.py", "test_verification_confidence.py")
 
 # The test files that build or load the trained detection sample (a file missing here only waits for it)
 DETECTOR_FILES = ("test_detect_nms_tail.py", "test_detection_app.py", "test_detection_build.py",
