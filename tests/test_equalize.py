@@ -15,7 +15,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 
-def _graph(activation="Relu", depthwise=False, spread=30.0):
+def _graph(activation="Relu", depthwise=False, spread=30.0, batch=None):
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.RandomState(0)
     channels = 16
@@ -46,7 +46,7 @@ def _graph(activation="Relu", depthwise=False, spread=30.0):
     nodes += [helper.make_node("Conv", ["a1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], **extra),
               helper.make_node("GlobalAveragePool", ["c2"], ["p"], name="gap"),
               helper.make_node("Flatten", ["p"], ["y"], name="flat")]
-    graph = helper.make_graph(nodes, "spread", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 16, 16])],
+    graph = helper.make_graph(nodes, "spread", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 16, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     opset = 14 if activation == "HardSwish" else 13
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -83,6 +83,13 @@ def test_equalization_keeps_fp32_and_raises_int8_sqnr(activation, depthwise):
     assert after > before + 6.0, (before, after)  # at least one bit of the INT8 grid won back
     guarded = equalize(model, np.concatenate([calib, held]), write=_write, method="minmax")
     assert guarded.record["kept"] and guarded.record["sqnr_db"]["after"] > guarded.record["sqnr_db"]["before"] + 6.0
+
+
+def test_a_fixed_batch_graph_is_equalized_and_checked():
+    from trtkit.precision.equalize import equalize
+    model = _graph("Relu", batch=1)
+    done = equalize(model, _images(3, 24), write=_write, method="minmax")
+    assert done.record["kept"] and done.record["sqnr_db"]["images"] == 8
 
 
 def test_an_active_relu6_clip_keeps_its_channel():

@@ -158,7 +158,10 @@ def int8_sqnr(model, fitted, held, write, method, reference=None):
     ``method``'s ranges on ``fitted``; the FP32 outputs are ``reference``'s (default: ``model``'s)."""
     from trtkit.precision.ranges import compute_ranges
     from trtkit.precision.stats import collect_stats
-    hists = collect_stats(model, fitted, batch_size=BATCH, progress_label="equalization check")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    fixed = dims[0].dim_value if len(dims) and dims[0].dim_value > 0 else None  # a fixed-batch graph
+    hists = collect_stats(model, fitted, batch_size=fixed or BATCH, progress_label="equalization check",
+                          fixed_batch=fixed)
     ranges = dict((n, {"amax": a, "min": hists[n].minimum, "max": hists[n].maximum, "rule": rule})
                   for n, (a, rule) in compute_ranges(hists, method).items())
     signal = noise = 0.0
