@@ -89,7 +89,8 @@ def test_a_fixed_batch_graph_is_equalized_and_checked():
     from trtkit.precision.equalize import equalize
     model = _graph("Relu", batch=1)
     done = equalize(model, _images(3, 24), write=_write, method="minmax")
-    assert done.record["kept"] and done.record["sqnr_db"]["images"] == 8
+    assert done.record["kept"] is True and done.record["sqnr_db"]["images"] == 8
+    assert all(type(v) is float for v in (done.record["sqnr_db"]["before"], done.record["sqnr_db"]["after"]))
 
 
 def test_an_active_relu6_clip_keeps_its_channel():

@@ -142,7 +142,7 @@ def equalize(model, images, rule="cle", write=None, method="entropy"):
             held = fitted
         before, after = (int8_sqnr(m, fitted, held, write, method, model) for m in (model, done.model))
         done.record["sqnr_db"] = {"before": before, "after": after, "images": len(held)}
-        done.record["kept"] = after > before
+        done.record["kept"] = bool(after > before)
         if not done.record["kept"]:
             onnx = require("onnx", "INT8 equalization")
             done.model = onnx.ModelProto.FromString(model.SerializeToString())
@@ -173,7 +173,7 @@ def int8_sqnr(model, fitted, held, write, method, reference=None):
             ref = np.asarray(ref, dtype=np.float64)
             signal += float((ref ** 2).sum())
             noise += float(((ref - np.asarray(out, dtype=np.float64)) ** 2).sum())
-    return round(10.0 * np.log10(max(signal, 1e-30) / max(noise, 1e-30)), 3)
+    return round(float(10.0 * np.log10(max(signal, 1e-30) / max(noise, 1e-30))), 3)
 
 
 def _session(model):
