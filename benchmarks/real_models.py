@@ -73,8 +73,14 @@ def speed(args, names):
 def int8_agreement(args, names):
     """--int8-agreement: one record for ``names``; exit 1 when a model failed."""
     from benchmarks.real_models.int8_agreement import Settings, run
+    options = {}
+    for item in args.int8_option or []:
+        key, _, value = item.partition("=")
+        if not key or not value:
+            raise SystemExit("--int8-option wants KEY=VALUE (a trtkit.build keyword), got '{}'".format(item))
+        options[key.replace("-", "_")] = value
     settings = Settings(count=args.count or 200, threads=args.threads, batch=args.batch, seed=args.seed,
-                        auto=args.auto, max_drop=args.max_drop)
+                        auto=args.auto, max_drop=args.max_drop, int8_options=options)
     out = args.out or os.path.join(ROOT, "benchmarks", "results")
     command = "python benchmarks/real_models.py " + " ".join(sys.argv[1:] if args.argv is None else args.argv)
     record = run(names, settings, out, args.name, command.strip())
@@ -118,6 +124,9 @@ def main(argv=None):
                             "OUT/<device>/NAME.{json,md}")
     group.add_argument("--auto", action="store_true", help="also build --precision auto (ONNX Runtime) and say "
                                                             "what it chose and kept float (slow: its search)")
+    group.add_argument("--int8-option", action="append", metavar="KEY=VALUE",
+                       help="a trtkit.build keyword for trtkit's INT8 (repeatable), e.g. int8_equalize=cle: the "
+                            "method measured; recorded in the results' settings")
     group.add_argument("--name", default="int8_corpus", help="the results' file name (default: int8_corpus)")
     args = parser.parse_args(argv)
     args.argv = argv

@@ -52,6 +52,14 @@ def test_build_options_are_trtkit_keywords_and_flags():
     assert args[args.index("--input-size") + 1] == "512x512"
 
 
+def test_int8_options_reach_the_child_and_are_build_keywords():
+    from benchmarks.real_models.int8_agreement import Settings
+    from trtkit.pipeline.options import BuildOptions
+    settings = Settings.from_dict(Settings(int8_options={"int8_equalize": "cle"}).to_dict())
+    assert settings.int8_options == {"int8_equalize": "cle"}
+    assert BuildOptions.from_keywords(**settings.int8_options).calibration.equalize == "cle"
+
+
 def _sdist(path, files):
     with tarfile.open(str(path), "w:gz") as archive:
         for member, text in files.items():

@@ -33,11 +33,13 @@ from benchmarks.real_models.speed import DEFAULT_CALIB_IMAGES, Reiterable, artif
 class Settings(object):
     """How one model is measured (the parent passes it to the child as JSON)."""
 
-    FIELDS = ("count", "threads", "batch", "seed", "auto", "max_drop")
+    FIELDS = ("count", "threads", "batch", "seed", "auto", "max_drop", "int8_options")
 
-    def __init__(self, count=200, threads=1, batch=8, seed=0, auto=False, max_drop=None):
+    def __init__(self, count=200, threads=1, batch=8, seed=0, auto=False, max_drop=None, int8_options=None):
         self.count, self.threads, self.batch, self.seed = int(count), int(threads), int(batch), int(seed)
         self.auto, self.max_drop = bool(auto), max_drop
+        # trtkit.build keywords of the INT8 method measured (e.g. {"int8_equalize": "cle"}); also given to auto
+        self.int8_options = dict(int8_options or {})
 
     def to_dict(self):
         return dict((field, getattr(self, field)) for field in self.FIELDS)
@@ -91,7 +93,8 @@ def measure(name, settings, work):
     started = time.time()
     onnx_file, images, contract = prepare(name, settings.count, seed=settings.seed)
     plain = trtkit.build(onnx=onnx_file, data=images, precision="fp32,int8", backend="onnxruntime",
-                         out=os.path.join(work, "plain"), bench_seconds=0, verify_images="all", **contract)
+                         out=os.path.join(work, "plain"), bench_seconds=0, verify_images="all",
+                         **dict(contract, **settings.int8_options))
     built = time.time()
     model = plain.manifest["model"]
     kind = model.get("output_kind") or "logits"
@@ -130,7 +133,7 @@ def measure(name, settings, work):
               "calibration_images": len(calib),
               "fp32_vs_package": {"agreement": float(same.mean()), "images_identical": float(same.all(axis=1).mean()),
                                   "unit": "pixel" if same.shape[1] > 1 else "image"},
-              "rows": rows, "int8": {"status": int8.get("status"), "status_detail": int8.get("status_detail"),
+              "rows": rows, "int8": {"status": int8.get("status"), "equalize": int8.get("equalize"), "status_detail": int8.get("status_detail"),
                                      "min_agreement": int8.get("min_agreement"), "verify": _verify(int8),
                                      "method": calibration.get("method"), "rules": calibration.get("rules"),
                                      "kept_float": _float_layers(int8)},
@@ -144,7 +147,7 @@ def measure(name, settings, work):
 def _auto(onnx_file, images, contract, settings, work):
     """What ``--precision auto`` on ONNX Runtime chose, and what it kept float."""
     import trtkit
-    extra = {} if settings.max_drop is None else {"max_drop": settings.max_drop}
+    extra = dict(settings.int8_options, **({} if settings.max_drop is None else {"max_drop": settings.max_drop}))
     started = time.time()
     auto = trtkit.build(onnx=onnx_file, data=images, precision="auto", backend="onnxruntime",
                         out=os.path.join(work, "auto"), bench_seconds=0, **dict(contract, **extra))

@@ -93,6 +93,7 @@ class VariantMaker(object):
         self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
         self._calibrated = {}  # calibration results by method
+        self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -129,7 +130,7 @@ class VariantMaker(object):
         from trtkit.precision.calibrate import calibrate
         method = method or self.config.method
         if method not in self._calibrated:
-            self._calibrated[method] = calibrate(self.fp32_onnx, self.calibration_images(), method,
+            self._calibrated[method] = calibrate(self.int8_source()[0], self.calibration_images(), method,
                                                  self.config.batch, self.config.percentile,
                                                  use_cache=self.config.use_cache)
         return self._calibrated[method]
@@ -148,7 +149,7 @@ class VariantMaker(object):
         if files.onnx:
             kept, depthwise = self.float_depthwise(result.ranges)
             correction = self.bias_correction(result.ranges)
-            onnx_path = save_qdq(self.fp32_onnx if correction is None else correction.model, result.ranges,
+            onnx_path = save_qdq(self.int8_source()[0] if correction is None else correction.model, result.ranges,
                                  self.encoding, self._path(files.onnx), self.target, kept)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
@@ -168,6 +169,7 @@ class VariantMaker(object):
             meta["float_depthwise"] = depthwise
             meta["float_layers"] = report["float_layers"]
             meta["bias_correction"] = dict((k, v) for k, v in report["bias_correction"].items() if k != "rows")
+            meta["equalize"] = self.int8_source()[1]
             if self.target:
                 from trtkit.cpuinfo import this_cpu, weight_type
                 meta["isa"] = {"target": self.target, "weight_type": weight_type(self.target),
@@ -230,11 +232,41 @@ class VariantMaker(object):
         return next(iter(batches))[0]
 
     def fp32_model(self):
-        """The FP32 ModelProto, loaded once (the search writes many trial graphs from it)."""
+        """The FP32 ModelProto INT8 graphs are written from (``int8_source``), loaded once (the search writes many
+        trial graphs from it)."""
         if self._fp32_model is None:
             from trtkit.deps import require
-            self._fp32_model = require("onnx", "writing the INT8 ONNX").load(self.fp32_onnx)
+            self._fp32_model = require("onnx", "writing the INT8 ONNX").load(self.int8_source()[0])
         return self._fp32_model
+
+    def int8_source(self):
+        """(path, record) of the FP32 graph INT8 is calibrated and written from: the FP32 ONNX, or under the
+        config's ``equalize`` rule its equalized copy (``precision.equalize``, measured on the first
+        ``equalize.IMAGES`` calibration images and kept where its INT8 outputs are closer to FP32, written once as
+        ``NAME.equalized.onnx``); record None when off."""
+        if self.config.equalize == "off":
+            return self.fp32_onnx, None
+        if self._equalized is None:
+            from trtkit import log
+            from trtkit.deps import require
+            from trtkit.precision import equalize
+            onnx = require("onnx", "INT8 equalization")
+            from trtkit.precision.qdq import write_qdq
+            encoding, whole = self.encoding or "tensorrt", self.config.float_depthwise == "all"
+            done = equalize.equalize(onnx.load(self.fp32_onnx), self._first_images(equalize.IMAGES),
+                                     self.config.equalize, method=self.config.method,
+                                     write=lambda model, ranges: write_qdq(model, ranges, encoding, target=self.target,
+                                                                           float_depthwise=whole))
+            record = done.record
+            log.info("equalization ({}): {} of {} channels in {} conv pairs scaled{} in {:.1f}s".format(
+                record["rule"], record["channels"], record["of_channels"], record["pairs"],
+                "" if record["kept"] else ", dropped: " + record.get("why_not", "nothing to do"), record["seconds"]))
+            path = self.fp32_onnx
+            if record["kept"]:
+                path = self._path("{}.equalized.onnx".format(self.name))
+                onnx.save(done.model, path)
+            self._equalized = (path, record)
+        return self._equalized
 
     def mixed(self, base, kept_layers, graph=None, tune=None, kept_in="fp32"):
         """The mixed INT8 Variant of the INT8 variant ``base`` with ``kept_layers`` in float (``graph``: the

@@ -30,7 +30,7 @@ class CalibrationConfig(Options):
 
     def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
-                 cpu_isa="auto", float_depthwise=None, bias_correction=None):
+                 cpu_isa="auto", float_depthwise=None, bias_correction=None, equalize=None):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
         self.method = check_method(DEFAULT_METHOD if method is None else method)
         from trtkit.precision.depthwise import check_rule
@@ -40,6 +40,9 @@ class CalibrationConfig(Options):
         from trtkit.precision.biascorr import DEFAULT_RULE, check_rule as check_correction
         # each INT8 layer's output mean restored against FP32 in its bias (precision.biascorr)
         self.bias_correction = check_correction(DEFAULT_RULE if bias_correction is None else bias_correction)
+        from trtkit.precision import equalize as equalization
+        # each conv's output channels rescaled into the next conv before calibration (precision.equalize)
+        self.equalize = equalization.check_rule(equalization.DEFAULT_RULE if equalize is None else equalize)
         self.images = int(images)
         self.batch = int(batch)
         self.percentile = float(percentile)
@@ -92,7 +95,7 @@ class CalibrationConfig(Options):
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
                 "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise,
-                "bias_correction": self.bias_correction}
+                "bias_correction": self.bias_correction, "equalize": self.equalize}
 
     @classmethod
     def add_arguments(cls, parser, data_default="the --data source"):
@@ -137,6 +140,12 @@ class CalibrationConfig(Options):
                    "shift is over 3 standard errors, a layer only where it helps on images it was not fitted on, "
                    "the whole only where the outputs agree better with FP32); off (default: {}); the manifest "
                    "records what was corrected".format("off")),
+        Field("int8_equalize", "equalize", choices=["off", "cle"],
+              help="cle: cross-layer equalization before calibration: each conv's output channels scaled into the "
+                   "next conv (through ReLU, a zero Pad, or ReLU6 where its clip is inactive on the calibration "
+                   "images; depthwise-pointwise pairs included) so a per-tensor activation range fits all its "
+                   "channels; the FP32 function is unchanged; off (default); the manifest records the pairs and "
+                   "channels scaled"),
     )
 
 
