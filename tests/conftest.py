@@ -127,7 +127,7 @@ BACKGROUND = []  # the samples' trainer, when this session started one
 # listed here only waits for the sample on the cache's lock, it does not fail)
 SAMPLE_FREE_FILES = ("test_architecture.py", "test_bench_affinity.py", "test_bench_device.py",
                      "test_bench_timing.py", "test_box_data.py", "test_box_geometry.py", "test_data_preprocess.py",
-                     "test_data_stream.py", "test_dense_verify.py", "test_detect_metrics.py",
+                     "test_data_stream.py", "test_dense_verify.py", "test_equalize.py", "test_detect_metrics.py",
                      "test_detect_onnx_nms.py", "test_detect_select.py", "test_detection_bench_helpers.py",
                      "test_detection_models.py", "test_detection_nms.py", "test_detection_pipeline.py",
                      "test_detection_train_cli.py", "test_determinism.py", "test_diagnose.py", "test_docker.py",
