@@ -220,3 +220,43 @@ def test_the_cpu_diagnosis_quantizes_weights_as_the_variant_does(tiny):
     found = diagnose(model, ranges, tune(), "cpu", scored=1, target="avx2")
     assert found["target"] == "avx2" and found["drop"]["int8_rows_placement"] is not None
     assert "int8 as built (ONNX Runtime's quantizer) loses" in format_table(found)
+
+
+def test_a_relu6_is_quantized_after_its_clip_as_the_variant_has_it():
+    """Found by the corpus (MediaPipe's hand landmarks): trtkit's own ``cpu`` placement quantized a conv's
+    output before its ReLU6 (a Clip), whose values reach 19.5 there, so the diagnosis' rows spent two thirds of
+    the steps on values the clip drops and overstated what those tensors cost against the built graph (ONNX
+    Runtime's quantizer folds the clip into the range). The tensor after the clip is quantized now, as after a
+    Relu, and its error is that of a range within [0, 6]."""
+    from onnx import numpy_helper
+    from trtkit.precision.qdq import _Graph, quantization_plan, write_qdq_of
+    from trtkit.precision.qdq_place import cpu_edges
+    from trtkit.precision.ranges import compute_ranges
+    from trtkit.precision.stats import collect_stats
+    from trtkit.precision.diagnose import fake_quantize, sqnr_db
+    from trtkit.precision.stats import _instrumented_session
+    model = _tiny_classifier(outlier_channel=False)
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+                                    numpy_helper.from_array(np.array(6.0, np.float32), "six")])
+    for node in model.graph.node:
+        if node.name == "relu1":  # ReLU6 as exporters write it, on a conv made to reach well past 6
+            node.op_type, node.input[:] = "Clip", ["c1", "zero", "six"]
+    w1 = [i for i in model.graph.initializer if i.name == "w1"][0]
+    w1.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w1) * 8.0, "w1"))
+    quantized = set(edge[0] for edge in cpu_edges(_Graph(model)))
+    assert "r1" in quantized and "c1" not in quantized, quantized
+    _, activations, _ = quantization_plan(model, "cpu")
+    assert ("r1", "r1") in [(a[0], a[1]) for a in activations]
+    images = _images(64, seed=0)
+    histograms = collect_stats(model, images, batch_size=32)
+    ranges = dict((n, {"amax": float(a), "min": float(histograms[n].minimum), "max": float(histograms[n].maximum),
+                       "rule": rule}) for n, (a, rule) in compute_ranges(histograms, "minmax").items())
+    assert ranges["c1"]["max"] > 12.0 and ranges["r1"]["max"] <= 6.0  # the clip is active
+    graph = write_qdq_of(model, ranges, "cpu", ["r1"])
+    session = _instrumented_session(graph, ["c1", "r1", "r1_dequantized"])
+    c1, r1, dequantized = session.run(["c1", "r1", "r1_dequantized"], {"x": _images(4, seed=5)})
+    expected, _ = fake_quantize(r1, ranges["r1"], "cpu")
+    assert np.allclose(dequantized, expected, atol=1e-6)
+    before_clip = np.clip(fake_quantize(c1, ranges["c1"], "cpu")[0], 0.0, 6.0)  # the old placement
+    after, before = [sqnr_db(float(np.sum(r1 ** 2)), float(np.sum((r1 - q) ** 2))) for q in (dequantized, before_clip)]
+    assert after > before + 6.0, (after, before)  # a bit and more of resolution back

@@ -23,7 +23,7 @@ LRN, Softmax and the rest stay in the graph's float type between a DQ and the
 next Q.
 
 ``cpu`` (trtkit's own writer, used when ONNX Runtime cannot quantize with given
-ranges, see ``qdq_ort``): inputs and (post-Relu) outputs of Conv/Gemm/MatMul/Add
+ranges, see ``qdq_ort``): inputs and (post-Relu/Clip) outputs of Conv/Gemm/MatMul/Add
 and MaxPool outputs, every consumer rewired, so each unit fuses into
 QLinearConv / QLinearAdd / QGemm.
 """
@@ -182,9 +182,12 @@ def tensorrt_edges(g):
 
 
 def _after_relu(g, name):
-    """``name``, or the output of the Relu that is its only consumer (quantize after the activation)."""
+    """``name``, or the output of the Relu or Clip (ReLU6) that is its only consumer: quantize after the
+    activation. Why Clip too: a ReLU6's input reaches far past 6 (19.5 on MediaPipe's hand landmark model), so
+    its range before the clip spends two thirds of the steps on values the clip then drops; after it, ONNX
+    Runtime folds the Clip into the Q that follows (its range within the clip's), as it does a Relu."""
     users = g.consumers.get(name, [])
-    if name not in g.outputs and len(users) == 1 and users[0].op_type == "Relu":
+    if name not in g.outputs and len(users) == 1 and users[0].op_type in ("Relu", "Clip"):
         return users[0].output[0]
     return name
 
