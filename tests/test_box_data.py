@@ -285,7 +285,7 @@ def test_voc_bad_annotations_name_the_file_and_the_object(tmp_path):
     _refused("Annotations/0001.xml object 1 (dog): <bndbox> [10, 1, 9, 5] has non-positive width", read_boxes, root)
     root = _voc(str(tmp_path / "c"), {"0001": [("dgo", 0, (1, 1, 5, 5))]})
     _refused("Annotations/0001.xml object 1 (dgo): 'dgo' is not among the class names (2 of them)",
-                       read_boxes, root, class_names=["cat", "dog"])
+             read_boxes, root, class_names=["cat", "dog"])
     root = _voc(str(tmp_path / "d"), {"0001": [("dog", 2, (1, 1, 5, 5))]})
     _refused("Annotations/0001.xml object 1 (dog): <difficult> 2 is not 0 or 1", read_boxes, root)
     root = _voc(str(tmp_path / "e"), {"0001": [("dog", 0, (1, 1, 5, 5))]})

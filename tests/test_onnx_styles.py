@@ -12,7 +12,6 @@ import inspect
 import os
 import warnings
 
-import numpy as np
 import onnx
 import pytest
 
