@@ -155,6 +155,22 @@ def test_nms_graph_is_select(tmp_path, runtime, background, per_level, agnostic)
 
 
 @pytest.mark.parametrize("runtime", sorted(RUNNERS))
+@pytest.mark.parametrize("per_level", [False, True])
+def test_a_per_class_cap_below_the_total_is_select(tmp_path, runtime, per_level):
+    """``max_per_class`` 5 of 60 per image (TensorFlow's ``max_output_size_per_class``): NonMaxSuppression's
+    ``max_output_boxes_per_class`` in the graph keeps what ``select`` keeps, each class at most 5 and fewer
+    detections than without the cap."""
+    decoded = synthetic(80, 4, seed=11)
+    head = head_of(4, per_level=per_level, max_per_class=5)
+    expected = select(decoded[..., :4], decoded[..., 4:], head, head.level_sizes(32, 64))
+    uncapped = select(decoded[..., :4], decoded[..., 4:], head_of(4, per_level=per_level), head.level_sizes(32, 64))
+    for capped, whole in zip(expected, uncapped):
+        assert np.bincount(capped.labels, minlength=4).tolist() == [5, 5, 5, 5] and len(whole) > 20
+    graph = nms_graph(head, 80, 32, 64, equal_suppresses=EQUAL_SUPPRESSES[runtime])
+    assert_agrees(RUNNERS[runtime](graph, {"decoded": decoded}, tmp_path), expected, 2)
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNNERS))
 def test_iou_at_the_threshold(tmp_path, runtime):
     """IoU 0.5 exactly (kept, strictly above drops) and 55/100 (0.550000012 in float32: torchvision's CPU kernel
     drops it at 0.55; ONNX compares in float32, so the graph's threshold is 0.55 rounded down)."""

@@ -5,6 +5,8 @@ tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.on
 
 - ``combined``: ``tf.image.combined_non_max_suppression`` (per class, 20 padded rows, ``valid_detections``);
   ``combined_clip`` with its default ``clip_boxes`` (tf2onnx clips the selected boxes, after the NMS);
+  ``combined_perclass`` with ``max_output_size_per_class`` 4 below ``max_total_size`` 20 (the head's
+  ``max_per_class``);
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score;
 - ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop (no NonMaxSuppression):
   refused in one line, built when the user names the network's boxes and scores;
@@ -28,7 +30,7 @@ from detection_tail import quantized_tail_is_float  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 SIZE = 64
 IMAGES = 12
-BATCHED = ("combined", "combined_clip", "topk_batch")  # the others take one image ([1, 64, 64, 3])
+BATCHED = ("combined", "combined_clip", "combined_perclass", "topk_batch")  # the others take one image ([1, 64, 64, 3])
 
 
 def fixture(kind):
@@ -96,20 +98,22 @@ def predicted(out, precision, images):
 READ = {  # what the reading must find in each export (the values tests/tf_exports.py gave TensorFlow)
     "combined": {"class_agnostic": False, "detections": 20, "max_output_boxes_per_class": 20,
                  "score_layout": "classes_first"},
+    "combined_perclass": {"class_agnostic": False, "detections": 20, "max_output_boxes_per_class": 4,
+                          "score_layout": "classes_first"},
     "nms": {"class_agnostic": True, "detections": 20, "score_layout": "anchors_first"},
     "topk": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
              "score_layout": "anchors_first"},
 }
 
 
-@pytest.mark.parametrize("kind", ["combined", "combined_clip", "nms", "topk", "topk_batch"])
+@pytest.mark.parametrize("kind", ["combined", "combined_clip", "combined_perclass", "nms", "topk", "topk_batch"])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     from trtkit.pipeline.foreign_detector import decode_graph
     family = "topk" if kind.startswith("topk") else "nms"
     model, _, params, _ = decode_graph(onnx.load(fixture(kind)), family)
     assert params["num_classes"] == 3 and params["anchors"] == 128 and params["order"] == "yxyx"
     assert params["normalized"] and params["center_point_box"] == 0
-    for key, value in READ[kind.split("_")[0]].items():
+    for key, value in READ.get(kind, READ[kind.split("_")[0]]).items():
         assert params[key] == pytest.approx(value) if isinstance(value, float) else params[key] == value, key
     if family == "nms":
         assert params["iou_threshold"] == pytest.approx(0.5) and params["score_threshold"] == pytest.approx(0.3)
@@ -121,12 +125,55 @@ def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     assert sum(counts) >= 30 and len(set(np.concatenate([e.labels for e in expected]))) == 3, counts
     out, manifest = build(tmp_path, kind)
     assert manifest["model"]["detection"]["decoder"]["family"] == family
+    if kind == "combined_perclass":  # the graph's per-class cap, recorded apart from the total
+        post = manifest["model"]["detection"]["postprocessing"]
+        assert post["max_per_class"] == 4 and post["detections_per_img"] == 20
     f1, equal = same(predicted(out, "fp32", images), expected)
     int8_f1 = same(predicted(out, "int8", images), expected)[0]
     print(kind, sum(counts), "detections; FP32 F1 vs the export:", f1, "equal:", equal, "INT8 F1:", int8_f1)
     assert f1 == 1.0 and equal
     assert int8_f1 >= 0.5  # random weights: a floor that catches a broken INT8, not a quality claim
     assert quantized_tail_is_float(out, manifest)
+
+
+def test_a_per_class_cap_below_the_total_is_the_host_selections_too():
+    """``combined_perclass`` (4 per class, 20 in all): the host selection (``select_decoded``, every backend's
+    reference and TensorRT 8.2's / TensorRT-RTX's placement) on the cut graph's ``decoded`` keeps the export's
+    own detections; without the cap (a class up to the total, as before) it does not."""
+    from trtkit.detect.params import DetectionHead, PostProcessing
+    from trtkit.detect.select import select_decoded
+    from trtkit.pipeline.foreign_detector import decode_graph
+    model, family, params, _ = decode_graph(onnx.load(fixture("combined_perclass")), "nms")
+    post = PostProcessing(per_level=False, **family.postprocessing(params))
+    assert post.max_per_class == 4 and post.per_class == 4 and post.detections_per_img == 20
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    images = drawn()
+    decoded = session.run(["decoded"], {session.get_inputs()[0].name: images.astype(np.float32) / 255.0})[0]
+    expected = export_detections("combined_perclass", images)
+    capped = [max(np.bincount(e.labels, minlength=3)) for e in expected]
+    assert max(capped) == 4 and sum(len(e) for e in expected) >= 30, capped  # the cap decides on these images
+
+    def host(head):
+        found = select_decoded(decoded, head, SIZE, SIZE)
+        return [type(f)(np.clip(f.boxes, 0, SIZE), f.scores, f.labels) for f in found]
+    f1, equal = same(host(DetectionHead(3, post)), expected)
+    uncapped = same(host(DetectionHead(3, PostProcessing.from_dict(dict(post.to_dict(), max_per_class=None)))),
+                    expected)[0]
+    print("host selection F1 vs the export:", f1, "equal:", equal, "without the per-class cap:", uncapped)
+    assert f1 == 1.0 and equal
+    assert uncapped < 0.9
+
+
+def test_old_postprocessing_records_load_without_a_per_class_cap():
+    from trtkit.detect.params import PostProcessing
+    old = {"score_thresh": 0.3, "nms_thresh": 0.5, "detections_per_img": 20, "topk_candidates": 128,
+           "per_level": False, "class_agnostic": False}
+    post = PostProcessing.from_dict(old)
+    assert post.max_per_class is None and post.per_class == 20
+    assert PostProcessing.from_dict(post.to_dict()) == post
+    capped = PostProcessing.from_dict(dict(old, max_per_class=4))
+    assert capped.per_class == 4 and capped.with_overrides(detections_per_img=3).per_class == 3
+    assert capped.with_overrides(class_agnostic=True).per_class == 20  # one NMS group: the total caps it
 
 
 def test_a_selection_in_a_loop_is_refused_in_one_line_then_built_from_named_tensors(tmp_path):

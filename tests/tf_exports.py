@@ -6,6 +6,8 @@ saved as a SavedModel and converted by tf2onnx's command line as they run it:
 - ``combined``: ``tf.image.combined_non_max_suppression`` (the OD API's and EfficientDet's exports): per class,
   ``max_total_size`` padded rows and ``valid_detections``; ``combined_clip`` with its default ``clip_boxes``
   (the boxes clipped to 0-1 after the selection);
+- ``combined_perclass``: the same with ``max_output_size_per_class`` 4 below ``max_total_size`` 20 (a class
+  keeps at most 4 of an image's 20 detections);
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score (class-agnostic);
 - ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise;
 - ``topk``: no NMS, the best K (box, class) pairs by score (CenterNet/DETR-style): ``tf.math.top_k`` over
@@ -32,8 +34,9 @@ CELLS = 8  # stride 8
 ANCHORS_PER_CELL = 2
 SCALES = (10.0, 10.0, 5.0, 5.0)  # FasterRcnnBoxCoder's y, x, h, w scale factors
 MAX_PER_CLASS, MAX_TOTAL, IOU, SCORE = 20, 20, 0.5, 0.3
+PERCLASS_CAP = 4  # combined_perclass's max_output_size_per_class, below MAX_TOTAL
 TOP_K = 20
-KINDS = ("combined", "combined_clip", "nms", "padded", "topk", "topk_batch")
+KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "topk", "topk_batch")
 
 
 def anchors():
@@ -77,10 +80,12 @@ def network(tf):
 def selection(tf, kind, model):
     """A tf.function of an image batch ending in ``kind``'s selection, with its outputs' names."""
     if kind.startswith("combined"):
+        per_class = PERCLASS_CAP if kind == "combined_perclass" else MAX_PER_CLASS
+
         def select(image):
             boxes, scores = model(image)
             nmsed = tf.image.combined_non_max_suppression(
-                boxes[:, :, None, :], scores, MAX_PER_CLASS, MAX_TOTAL, iou_threshold=IOU, score_threshold=SCORE,
+                boxes[:, :, None, :], scores, per_class, MAX_TOTAL, iou_threshold=IOU, score_threshold=SCORE,
                 clip_boxes=kind == "combined_clip")
             return {"detection_boxes": nmsed.nmsed_boxes, "detection_scores": nmsed.nmsed_scores,
                     "detection_classes": nmsed.nmsed_classes, "num_detections": nmsed.valid_detections}

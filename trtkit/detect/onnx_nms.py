@@ -18,8 +18,8 @@ The graph, step by step as ``select``:
    own score threshold drops it. The background class is never a candidate (its column is left out, or
    lowered per level);
 2. ``NonMaxSuppression`` per class (one class of every (anchor, class) pair when ``class_agnostic``) with the
-   head's score threshold and IoU threshold, at most K kept per class (no more can reach the best K of the
-   image);
+   head's score threshold and IoU threshold, at most ``per_class`` kept per class (K, unless the head caps a
+   class below it: TensorFlow's ``max_output_size_per_class``; no more can reach the best K of the image);
 3. the best K kept of each image: ``TopK`` over a dense ``[N, classes x anchors]`` of the kept scores.
 
 Where it can differ from ``select`` (and so from torchvision), read from the ONNX specification and its
@@ -177,7 +177,7 @@ def iou_threshold(threshold, equal_suppresses=False):
 def _suppressed(graph, boxes, scores, head):
     """(selected ``[M, 3]`` (image, class position, anchor), their scores ``[M]``) kept by NMS."""
     params = head.postprocessing
-    limits = [graph.const([params.detections_per_img], np.int64, "max_per_class"),
+    limits = [graph.const([params.per_class], np.int64, "max_per_class"),
               graph.const([iou_threshold(params.nms_thresh, graph.equal_suppresses)], np.float32, "iou_threshold"),
               graph.const([params.score_thresh], np.float32, "score_threshold")]
     if not params.class_agnostic:

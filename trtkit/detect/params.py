@@ -23,21 +23,36 @@ class PostProcessing(object):
     this many candidates per group before NMS; ``per_level``: the groups are feature maps, every (anchor, class)
     pair of a level competing (RetinaNet), else classes, over all anchors (SSD: class 0 the background, never a
     detection, when the head says so); ``class_agnostic``: NMS across classes (one box per place, whatever its
-    class) rather than within each class (torchvision's)."""
+    class) rather than within each class (torchvision's); ``max_per_class``: at most this many of an image's
+    detections of one class, kept best first after NMS (TensorFlow's ``combined_non_max_suppression``
+    ``max_output_size_per_class`` below its ``max_total_size``, read from a graph NMS's
+    ``max_output_boxes_per_class``), None for no cap but the total (torchvision's; a manifest without it).
+    ``per_class`` is the cap that applies: the smaller of the two. Within each class only: class-agnostic NMS
+    has one group, capped by the total."""
 
     def __init__(self, score_thresh, nms_thresh, detections_per_img, topk_candidates, per_level,
-                 class_agnostic=False):
+                 class_agnostic=False, max_per_class=None):
         self.score_thresh = float(score_thresh)
         self.nms_thresh = float(nms_thresh)
         self.detections_per_img = int(detections_per_img)
         self.topk_candidates = int(topk_candidates)
         self.per_level = bool(per_level)
         self.class_agnostic = bool(class_agnostic)
+        self.max_per_class = None if max_per_class is None else int(max_per_class)
+        if self.max_per_class is not None and self.max_per_class < 1:
+            raise InputError("detections per class ({}) must be at least 1".format(max_per_class))
         if not 0.0 <= self.nms_thresh <= 1.0:
             raise InputError("NMS IoU threshold {} is not in [0, 1]".format(nms_thresh), hint="e.g. 0.5")
         if self.detections_per_img < 1 or self.topk_candidates < 1:
             raise InputError("detections per image ({}) and top-k candidates ({}) must be at least 1".format(
                 detections_per_img, topk_candidates))
+
+    @property
+    def per_class(self):
+        """The most detections of one class an image keeps: ``max_per_class`` where it is below the total."""
+        if self.max_per_class is None or self.class_agnostic:
+            return self.detections_per_img
+        return min(self.max_per_class, self.detections_per_img)
 
     def with_overrides(self, **overrides):
         values = dict(self.to_dict())
@@ -47,7 +62,8 @@ class PostProcessing(object):
     def to_dict(self):
         return {"score_thresh": self.score_thresh, "nms_thresh": self.nms_thresh,
                 "detections_per_img": self.detections_per_img, "topk_candidates": self.topk_candidates,
-                "per_level": self.per_level, "class_agnostic": self.class_agnostic}
+                "per_level": self.per_level, "class_agnostic": self.class_agnostic,
+                "max_per_class": self.max_per_class}
 
     @classmethod
     def from_dict(cls, values):

@@ -10,7 +10,9 @@ backend that hands back ``decoded`` gets torchvision's answer without torch:
    kept box drops every later one whose IoU with it is *strictly* above ``nms_thresh``, the IoU computed in
    float32 with torchvision's CPU kernel's operations in its order and compared as that kernel compares it (a
    float overlap against a double threshold);
-3. the best ``detections_per_img`` that NMS keeps, best first.
+3. the best ``detections_per_img`` that NMS keeps, best first, at most ``per_class`` of one label (the head's
+   ``max_per_class``, TensorFlow's ``combined_non_max_suppression``: each class's first kept boxes, then the best
+   of all; torchvision has no such cap).
 
 Where torch's choice is not defined, numpy's is stated instead. Equal scores: torch visits them in the order its
 unstable ``sort(descending=True)`` and ``topk`` leave them (for more than 16 elements not the index order, and
@@ -163,8 +165,24 @@ def _select_image(boxes, scores, head, level_sizes):
     else:
         groups = labels
     kept = nms_groups(found, order, groups, params.nms_thresh)
-    best = order[kept[order]][:params.detections_per_img]
+    best = order[kept[order]]
+    if params.per_class < params.detections_per_img:
+        best = best[_within_class(labels[best], params.per_class)]
+    best = best[:params.detections_per_img]
     return Detections(boxes[anchors[best]], values[best], labels[best], anchors[best])
+
+
+def _within_class(labels, cap):
+    """Booleans: the ``labels`` (best first) that are among the first ``cap`` of their label."""
+    if not len(labels):
+        return np.zeros(0, dtype=bool)
+    by_label = np.argsort(labels, kind="stable")
+    sorted_labels = labels[by_label]
+    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
+    rank = np.arange(len(labels)) - np.repeat(starts, np.diff(np.r_[starts, len(labels)]))
+    within = np.empty(len(labels), dtype=bool)
+    within[by_label] = rank < cap
+    return within
 
 
 def float32_threshold(threshold):

@@ -172,7 +172,9 @@ class Detection(Task):
                        "\n  the best {} per image; then the boxes back to the image through the build's resize "
                        "(trtkit.load does all of it)").format(
             post.score_thresh, post.topk_candidates, groups, post.nms_thresh,
-            "across classes" if post.class_agnostic else "within each class", post.detections_per_img)
+            "across classes" if post.class_agnostic else "within each class", post.detections_per_img if
+            post.per_class == post.detections_per_img else "{} ({} of a class at most)".format(
+                post.detections_per_img, post.per_class))
 
     def serve_outputs(self, Tensor, model, k, logits_out):
         """Up to K detections per image, K the head's detections per image (``serve_answer``); ``k`` (the

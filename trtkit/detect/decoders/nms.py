@@ -36,14 +36,15 @@ What is read from the graph (each can be given with ``--decoder-param``):
   (a best-K of the kept; tf2onnx's ``Min(count, max_total_size)``) or of a ``Slice`` from 0 to ``k`` of the kept
   rows (ultralytics' ``keep[:max_det]``), else
   ``max_output_boxes_per_class`` per class (once when class-agnostic or ``best_class``: NMS saw one score per
-  box, its one "class" all of them).
+  box, its one "class" all of them). ``max_output_boxes_per_class`` is also the head's ``max_per_class`` (not
+  when NMS saw one score per box): below ``detections`` (TensorFlow's ``combined_non_max_suppression`` with
+  ``max_output_size_per_class < max_total_size``) each class keeps at most that many, as in the graph.
 
 Boxes are not clipped: the graph's own NMS compared them as they are, and so does the host's.
 """
 
 import numpy as np
 
-from trtkit import log
 from trtkit.detect.decoders import tails, topk
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
 from trtkit.errors import InputError
@@ -354,9 +355,6 @@ class Nms(object):
         per_class = int(given.get("max_output_boxes_per_class", 0)) or anchors
         single = agnostic or flag(given.get("best_class", False), "best_class")  # NMS saw one score per box
         detections = int(given.get("detections") or min(per_class * (1 if single else classes), anchors * classes))
-        if not single and per_class < min(detections, anchors):  # trtkit's selection caps a class at detections
-            log.warn("the graph's NMS keeps at most {0} boxes of a class, trtkit's selection up to {1}: an image "
-                     "with more than {0} of one class after NMS may differ".format(per_class, detections))
         return {"boxes": boxes.name, "scores": scores.name, "score_layout": layout, "num_classes": int(classes),
                 "anchors": anchors, "center_point_box": int(given.get("center_point_box", 0)),
                 "order": choice(given.get("order", "xyxy"), "order", ("xyxy", "yxyx")), "normalized": normalized,
@@ -371,9 +369,11 @@ class Nms(object):
         """NonMaxSuppression's own: its thresholds, every box a candidate, the graph's detections per image."""
         if params.get("selection") == topk.SELECTION:
             return topk.postprocessing(params)
+        single = params["class_agnostic"] or params.get("best_class")  # one NMS class: the total caps it
         return {"score_thresh": params["score_threshold"], "nms_thresh": params["iou_threshold"],
                 "detections_per_img": params["detections"], "topk_candidates": params["anchors"],
-                "class_agnostic": params["class_agnostic"]}
+                "class_agnostic": params["class_agnostic"],
+                "max_per_class": None if single else params.get("max_output_boxes_per_class")}
 
     def background(self, params):
         return params.get("background")
