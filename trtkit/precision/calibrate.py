@@ -323,8 +323,11 @@ def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=Fals
     for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
     onnx = require("onnx", "writing the INT8 ONNX")
     from trtkit.precision.qdq import write_qdq
-    source = onnx.load(fp32_onnx) if isinstance(fp32_onnx, str) else fp32_onnx
-    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise)
+    loaded = isinstance(fp32_onnx, str)
+    source = onnx.load(fp32_onnx) if loaded else fp32_onnx
+    # a model loaded here is the writer's to change: one copy of the weights, not two
+    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise, copy=not loaded)
+    del source
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
     return dst
