@@ -66,6 +66,7 @@ class WeightsAside(object):
                 self.fill(self.model)
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
+            give_back_memory()
         return False
 
 

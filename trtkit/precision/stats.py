@@ -121,6 +121,7 @@ def _instrumented_session(model, names):
     """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
     onnx = require("onnx", "INT8 calibration")
     ort = require("onnxruntime", "INT8 calibration")
+    from trtkit.onnx.weights import give_back_memory
     present = set(o.name for o in model.graph.output)
     outputs = len(model.graph.output)
     folder = tempfile.mkdtemp(prefix="trtkit-calib-")
@@ -133,6 +134,7 @@ def _instrumented_session(model, names):
             onnx.save(model, path)
         finally:
             del model.graph.output[outputs:]
+        give_back_memory()  # the bytes just written, before the session's own copies come
         options = ort.SessionOptions()
         # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
