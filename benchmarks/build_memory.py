@@ -29,8 +29,8 @@ TARGET_MB = 2048
 STEPS = (("loading and normalizing the ONNX", ("backend:",)),  # a step's log line comes when it is done
          ("FP32 variant", ("building", "fp32 ...")), ("FP16 variant", ("building", "fp16 ...")),
          ("INT8: calibration statistics, ranges", ("calibration statistics",)),
-         ("INT8: Q/DQ graph", ("calibration (",)), ("timing, manifest", ("verifying done",)),
-         ("verification", ("verifying",)))  # first match wins: "verifying done" before "verifying"
+         ("INT8: Q/DQ graph", ("calibration (",)), ("verification: FP32 reference", ("verifying: reference",)),
+         ("verification: variants", ("verifying",)), ("timing", ("timing ",)))  # the first match wins
 
 
 def vgg19_onnx(path, classes=1000):
@@ -73,17 +73,22 @@ def profile(command, env):
     start = time.time()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                              env=env)
-    state = {"step": STEPS[0][0]}
+    state = {"step": STEPS[0][0], "since": start}
     steps = {}
     order = []
 
     def charge(rss):
-        record = steps.setdefault(state["step"], {"step": state["step"], "start": time.time() - start,
-                                                  "peak_mb": 0})
+        record = steps.setdefault(state["step"], {"step": state["step"], "seconds": 0.0, "peak_mb": 0})
         if state["step"] not in order:
             order.append(state["step"])
         if rss is not None:
             record["peak_mb"] = max(record["peak_mb"], rss)
+
+    def switch(step):  # a step may come back (each variant verified, then timed): its seconds add up
+        now = time.time()
+        charge(None)
+        steps[state["step"]]["seconds"] += now - state["since"]
+        state["step"], state["since"] = step, now
 
     def sample():
         while child.poll() is None:
@@ -95,14 +100,17 @@ def profile(command, env):
     tail = []
     for line in child.stdout:
         charge(_rss_mb(child.pid))
-        state["step"] = _step_of(line, state["step"])
+        step = _step_of(line, state["step"])
+        if step != state["step"]:
+            switch(step)
         tail = (tail + [line.rstrip()])[-12:]
     child.wait()
     sampler.join()
+    switch(None)
     end = time.time() - start
     rows = [steps[name] for name in order]
-    for row, after in zip(rows, rows[1:] + [{"start": end}]):
-        row["seconds"] = round(after["start"] - row.pop("start"), 1)
+    for row in rows:
+        row["seconds"] = round(row["seconds"], 1)
     return rows, child.returncode, tail, round(end, 1)
 
 

@@ -133,3 +133,13 @@ def test_a_rows_stability_warnings_are_said_once_with_each_figure():
     lines = [n for n in notes if n.startswith("- (!) resnet18 FP32")]  # the model too: gpu_check times two
     assert lines == ["- (!) resnet18 FP32 PyTorch (eager) batch 1: unstable: coefficient of variation latency 12%, "
                      "throughput 23% (limit 10%)"]
+
+
+def test_the_build_times_within_its_budget_a_model_whose_one_call_outlasts_it():
+    """VGG19's timing took 275 s at --bench-seconds 1 (4 rounds of a warm-up and 3 calls of a 4 s batch)."""
+    from trtkit.pipeline.verification import timing_plan
+    assert timing_plan(0.01, 1.0, 4, runners=3) == (4, 3)  # a small model: the usual plan
+    assert timing_plan(0.3, 1.0, 4, runners=3) == (3, 1)  # one call per round, as many rounds as fit
+    assert timing_plan(10.0, 1.0, 4, runners=3) == (1, 1)  # one call, whatever the budget
+    assert timing_plan(10.0, 1.0, 1, runners=1) == (1, 1)
+    assert timing_plan(0.3, 30.0, 4, runners=3) == (4, 3)

@@ -107,8 +107,8 @@ def load_onnx(path, check=True):
     if not model.graph.node:
         raise InputError("ONNX file {} has an empty graph".format(path), hint="export it again")
     if check:
-        try:
-            onnx.checker.check_model(model)
+        try:  # from the file: given the model, the checker copies it twice (its bytes, its C++ parse)
+            onnx.checker.check_model(path)
         except Exception as exc:
             raise InputError("ONNX file {} fails onnx.checker: {}".format(path, first_line(exc)),
                              hint="export it again with a current exporter")

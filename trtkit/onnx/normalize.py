@@ -197,9 +197,14 @@ def sums_to_adds(model):
 
 
 def fold_constants(model):
-    """(folded model, None) by ONNX Runtime's basic offline optimizer, or (model, reason) when it cannot."""
+    """(folded model, None) by ONNX Runtime's basic offline optimizer, or (model, reason) when it cannot.
+
+    The model is written to a file and its weights dropped from memory while the session reads and folds it
+    (read back when folding fails): in memory, the model, its bytes and the session's copies were held at
+    once. On success ``model`` is left without its initializers: the folded model replaces it."""
     ort = require("onnxruntime", "normalizing the ONNX file")
     onnx = require("onnx", "normalizing the ONNX file")
+    from trtkit.onnx.weights import give_back_memory
     domains = set(n.domain for n in model.graph.node)
     folder = tempfile.mkdtemp(prefix="trtkit-fold-")
     try:
@@ -207,15 +212,23 @@ def fold_constants(model):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = os.path.join(folder, "folded.onnx")
         options.log_severity_level = 3
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        folded = onnx.load(options.optimized_model_filepath)
-    except Exception as exc:
-        return model, first_line(exc, 200)
+        options.add_session_config_entry("session.disable_prepacking", "1")  # never run: no packed weight copies
+        original = os.path.join(folder, "model.onnx")
+        onnx.save(model, original)
+        model.graph.ClearField("initializer")  # written: while the session runs the weights are in it alone
+        give_back_memory()
+        try:
+            ort.InferenceSession(original, options, providers=["CPUExecutionProvider"])
+            folded = onnx.load(options.optimized_model_filepath)
+        except Exception as exc:
+            model.CopyFrom(onnx.load(original))
+            return model, first_line(exc, 200)
+        added = set(n.domain for n in folded.graph.node) - domains - {"", "ai.onnx"}
+        if added:  # never hand a runtime-specific graph to other runtimes
+            model.CopyFrom(onnx.load(original))
+            return model, "the optimizer introduced operators of {}".format(", ".join(sorted(added)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    added = set(n.domain for n in folded.graph.node) - domains - {"", "ai.onnx"}
-    if added:  # never hand a runtime-specific graph to other runtimes
-        return model, "the optimizer introduced operators of {}".format(", ".join(sorted(added)))
     folded.metadata_props.extend(p for p in model.metadata_props
                                  if p.key not in set(q.key for q in folded.metadata_props))
     return folded, None
@@ -244,13 +257,19 @@ def upgrade_opset(model, target, purpose):
 
 
 def infer_shapes(model):
-    """``model`` with value_info filled by ONNX shape inference (``model`` itself when inference fails)."""
+    """``model`` with value_info filled by ONNX shape inference (``model`` itself when inference fails).
+
+    Inference runs on the graph without its big weights (``weights.WeightsAside``: in memory ONNX copies the
+    whole model four times); on success the result takes the weights and ``model`` is left without them."""
     onnx = require("onnx", "normalizing the ONNX file")
-    try:
-        return onnx.shape_inference.infer_shapes(model)
-    except Exception as exc:
-        log.debug("shape inference failed ({}); continuing without value_info".format(first_line(exc, 200)))
-        return model
+    from trtkit.onnx.weights import WeightsAside
+    with WeightsAside(model) as aside:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception as exc:
+            log.debug("shape inference failed ({}); continuing without value_info".format(first_line(exc, 200)))
+            return model
+        return aside.hand_over(inferred)
 
 
 # ------------------------------------------------------------------ the batch axis

@@ -19,8 +19,7 @@ import time
 from trtkit import log, tasks
 from trtkit.backends.base import BuildInputs
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
-from trtkit.errors import DeviceUnavailable, InputError
-from trtkit.pipeline.gate import advice, agreement_name, judge, miou_threshold, threshold
+from trtkit.pipeline.gate import advice, agreement_name, miou_threshold, threshold
 from trtkit.pipeline.manifest import new_manifest, save_manifest
 from trtkit.pipeline.records import ArtifactRecord
 
@@ -178,136 +177,9 @@ def _build_from(state, variant, backend=None, label=None):
     return record
 
 
-def _reference_runner(state, stack):
-    """What every variant is compared with: PyTorch FP32 when there is a model, else the FP32 ONNX (its
-    ONNX Runtime session closes with ``stack``)."""
-    model = state.source.torch_model
-    if model is not None:
-        from trtkit.onnx.export import torch_logits
-        batch_size = state.options.batch_size
-        return lambda images: torch_logits(model, images, batch_size)
-    from trtkit.backends.onnxruntime import OnnxRuntimeRunner
-    from trtkit.pipeline.verify import run_batches
-    runner = stack.enter_context(OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]))
-    return lambda images: run_batches(runner, images, state.options.batch_size)
-
-
-def _verify_all(state, records):
-    """One streamed pass over the held-out images: the reference and every artifact's runner per batch.
-
-    Each image is decoded once whatever the number of variants, and only running
-    counts are kept (``verify.Comparison``), so memory does not grow with the data.
-    """
-    import contextlib
-    from trtkit.pipeline.verify import run_batches
-    options = state.options
-    summary = {"images": 0, "seconds": 0.0, "images_per_second": None, "unreadable_images": 0}
-    with contextlib.ExitStack() as stack:
-        runners = {}
-        for record in records:
-            runner = state.backends[record["backend"]].runner(state.folder.stage_path(record["path"]),
-                                                              {"strict": True} if options.strict else None)
-            try:
-                stack.enter_context(runner)
-            except DeviceUnavailable as exc:
-                _not_run(record, "built", "not run: {}".format(exc), "built but not run")
-                continue
-            except InputError as exc:  # a variant the runtime refuses fails alone; the others are verified
-                if record["precision"] == "fp32":  # the user's own graph: nothing to compare with
-                    raise
-                _not_run(record, "failing", "the runtime refused this variant: {}".format(exc.args[0]),
-                         "trtkit wrote this graph: please report it; the other variants go on")
-                continue
-            runners[record["name"]] = (runner, _comparison(state.source.info, state.selection))
-        if not runners:
-            return summary
-        reference = _reference_runner(state, stack)
-        labels_usable = state.labels_usable
-        start = time.time()
-        for images, labels in state.selection.batches(options.batch_size, progress="verifying"):
-            summary["images"] += len(images)
-            expected = reference(images)
-            for runner, comparison in runners.values():
-                comparison.update(run_batches(runner, images, options.batch_size), expected,
-                                  labels if labels_usable else None)
-        if 0 < summary["images"] < FEW_IMAGES:
-            log.warn("verified on {} held-out image(s) only: one flip moves agreement by {:.0%}, so the gates say "
-                     "little; give more images (--data, --verify-images)".format(summary["images"],
-                                                                              1.0 / summary["images"]))
-        summary["seconds"] = round(time.time() - start, 2)
-        if summary["seconds"] > 0:
-            summary["images_per_second"] = round(summary["images"] / summary["seconds"], 1)
-        skipped = summary["unreadable_images"] = len(state.selection.skipped)
-        for record in records:
-            if record["name"] not in runners:
-                continue
-            runner, comparison = runners[record["name"]]
-            record["verify"] = comparison.result()
-            if skipped:
-                record["verify"]["unreadable_images"] = skipped
-            record["ran_on"] = runner.describe()
-            if record.get("nms", {}).get("placement") == "graph":
-                _check_graph_nms(state, record, runner)
-            record["throughput_batch"] = runner.accepted_batch(options.throughput_batch)
-            task = state.source.info.get("task")
-            judge(record, threshold(state.options, task, record["precision"]),
-                  miou_threshold(state.options, task, record["precision"]))
-        _time_all(state, records, dict((name, pair[0]) for name, pair in runners.items()))
-    return summary
-
-
-FEW_IMAGES = 20  # a held-out split smaller than this gets a warning: its figures move in steps of 5% or more
-
-
-def _check_graph_nms(state, record, runner):
-    """Record how the artifact's own NMS compares with the host's selection on the first held-out batch."""
-    from trtkit.contract import InputContract
-    from trtkit.detect.params import DetectionHead
-    from trtkit.pipeline.detection_nms import check_graph_nms
-    record["nms"]["versus_host"] = check_graph_nms(runner, state.first_images,
-                                                   DetectionHead.from_dict(state.source.info["detection"]),
-                                                   InputContract.from_dict(state.source.info["input"]))
-
-
-def _not_run(record, status, detail, note):
-    record.update(verify=None, throughput_ips=None, status=status, status_detail=detail)
-    log.warn("{}: {} ({})".format(record["name"], detail, note))
-
-
 def _comparison(info, selection=None):
-    """The streamed comparison for the model's task (``Task.comparison_for``: per image, ``verify.Comparison``;
-    per pixel, ``dense.DenseComparison``; per object, ``detections.DetectionComparison``), by the output kind's
-    decision rule."""
-    return tasks.of(info.get("task")).comparison_for(info.get("output_kind"), info, selection)
-
-
-def _time_all(state, records, runners):
-    """Each verified record's ``throughput_ips``: the median of interleaved rounds (``bench.timing.
-    interleaved_throughput``), runners of one batch size timed together so that a busy spell of a shared
-    machine falls on every candidate alike; ``throughput_rounds`` keeps the per-round figures."""
-    seconds = state.options.throughput_seconds
-    if state.options.auto:  # the choice depends on speed: every candidate is timed
-        from trtkit.search.config import MIN_TIMING_SECONDS
-        seconds = max(seconds, MIN_TIMING_SECONDS)
-    by_batch = {}
-    for record in records:
-        if record["name"] in runners:
-            record["throughput_ips"] = None
-            by_batch.setdefault(record["throughput_batch"], {})[record["name"]] = runners[record["name"]]
-    if seconds <= 0 or not by_batch:
-        return
-    from trtkit.bench.timing import interleaved_throughput, median_rate
-    from trtkit.search.config import TIMING_ROUNDS
-    figures = {}
-    for batch, group in sorted(by_batch.items()):
-        figures.update(interleaved_throughput(group, state.first_images, batch, seconds,
-                                              rounds=TIMING_ROUNDS if len(group) > 1 else 1))
-    for record in records:
-        if record["name"] in figures:
-            rates = figures[record["name"]]
-            record["throughput_ips"] = median_rate(rates)
-            if len(rates) > 1:
-                record["throughput_rounds"] = [round(rate, 1) for rate in rates]
+    from trtkit.pipeline.verification import comparison_for
+    return comparison_for(info, selection)
 
 
 # ---------------------------------------------------------------- orchestration
@@ -388,7 +260,8 @@ def _build_into(options, folder):
             manifest["artifacts"].append(_build_artifact(state, precision))
     log.info("verifying {} on {} held-out images ...".format(
         ", ".join(a["name"].split(".", 1)[-1] for a in manifest["artifacts"]), len(state.selection)))
-    manifest["verification"] = _verify_all(state, manifest["artifacts"])
+    from trtkit.pipeline.verification import verify_all
+    manifest["verification"] = verify_all(state, manifest["artifacts"])
     from trtkit.pipeline.diagnosis import diagnose_int8_variants
     diagnose_int8_variants(state, manifest["artifacts"], options.diagnosis)
     if options.auto:

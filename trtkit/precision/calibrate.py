@@ -64,16 +64,51 @@ class CalibrationResult(object):
 # ------------------------------------------------------------------ keys
 
 def graph_hash(model):
-    """sha256 of the graph (nodes, weights, I/O), not of producer metadata or doc strings."""
+    """sha256 of the graph (nodes, weights, I/O), not of producer metadata or doc strings.
+
+    The digest of the graph's deterministic bytes, fed field by field (protobuf writes fields in number order:
+    the fields before the initializers, each initializer, the fields after) so the weights are never copied
+    whole: a copy of the graph and its bytes held two more copies of a VGG19's 548 MB."""
     onnx = require("onnx")
-    graph = onnx.GraphProto.FromString(model.graph.SerializeToString())
-    graph.doc_string = ""
-    for node in graph.node:
+    graph = model.graph
+    head, tail = onnx.GraphProto(), onnx.GraphProto()
+    for field, value in graph.ListFields():
+        if field.name == "initializer":
+            continue
+        part = head if field.number < INITIALIZER_FIELD else tail
+        if field.label == field.LABEL_REPEATED:
+            getattr(part, field.name).extend(value)
+        elif field.type == field.TYPE_MESSAGE:
+            getattr(part, field.name).CopyFrom(value)
+        else:
+            setattr(part, field.name, value)
+    tail.doc_string = ""
+    for node in head.node:
         node.doc_string = ""
-    digest = hashlib.sha256(graph.SerializeToString(deterministic=True))
+    digest = hashlib.sha256(head.SerializeToString(deterministic=True))
+    for tensor in graph.initializer:
+        data = tensor.SerializeToString(deterministic=True)
+        digest.update(_varint(INITIALIZER_FIELD << 3 | 2) + _varint(len(data)))  # the field's tag, its length
+        digest.update(data)
+    digest.update(tail.SerializeToString(deterministic=True))
     for entry in sorted((e.domain, e.version) for e in model.opset_import):
         digest.update(repr(entry).encode("utf-8"))
     return digest.hexdigest()
+
+
+INITIALIZER_FIELD = 5  # GraphProto.initializer's field number
+
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
 def data_digest(images):
@@ -323,8 +358,11 @@ def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=Fals
     for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
     onnx = require("onnx", "writing the INT8 ONNX")
     from trtkit.precision.qdq import write_qdq
-    source = onnx.load(fp32_onnx) if isinstance(fp32_onnx, str) else fp32_onnx
-    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise)
+    loaded = isinstance(fp32_onnx, str)
+    source = onnx.load(fp32_onnx) if loaded else fp32_onnx
+    # a model loaded here is the writer's to change: one copy of the weights, not two
+    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise, copy=not loaded)
+    del source
     with atomic_path(dst) as tmp:
         onnx.save(model, tmp)
     return dst

@@ -155,13 +155,17 @@ def _fold_batchnorm(model):
 
 # ------------------------------------------------------------------ writer
 
-def _prepared(model):
+def _prepared(model, copy=True):
     """The graph both the writer and ``quantizable_layers`` work on: opset >= 13, BatchNorm folded,
-    every node named (layer names are how a mixed variant says which layers stay float)."""
+    every node named (layer names are how a mixed variant says which layers stay float). ``copy=False``:
+    ``model`` itself is changed (a caller's own, loaded for this: no second copy of the weights)."""
     onnx = require("onnx", "writing the INT8 ONNX")
     from trtkit.onnx.normalize import upgrade_opset
-    model = upgrade_opset(model, 13, "the INT8 Q/DQ graph")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    upgraded = upgrade_opset(model, 13, "the INT8 Q/DQ graph")  # a new graph when converted
+    if upgraded is not model:
+        model = upgraded
+    elif copy:
+        model = onnx.ModelProto.FromString(model.SerializeToString())
     _fold_batchnorm(model)
     for index, node in enumerate(model.graph.node):
         if not node.name:
@@ -184,7 +188,7 @@ def quantizable_layers(model, encoding, float_depthwise=False):
 
 
 
-def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwise=False):
+def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwise=False, copy=True):
     """Return a new ModelProto: ``model`` (FP32) with Q/DQ for ``encoding`` from ``ranges``.
 
     ``ranges``: {tensor name: {"amax", "min", "max"}} from the calibration. ``keep_float``: names of
@@ -193,10 +197,11 @@ def write_qdq(model, ranges, encoding, keep_float=(), target=None, float_depthwi
     those (``precision.depthwise.measure_depthwise``'s "kept": a detector's default, see ``tasks.detection``).
     ``target`` (``cpu`` encoding:
     ``vnni`` or ``avx2``, see ``trtkit.cpuinfo``) sets the weight type, uint8 without VNNI; it is recorded in
-    the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for.
+    the graph's metadata (``INT8_TARGET_KEY``) so a runner can tell a CPU it was not made for. ``copy=False``
+    writes into ``model`` itself (a caller that loaded it for this).
     """
-    written = _for_target(_write_qdq(model, ranges, encoding, keep_float, float_depthwise=float_depthwise),
-                          encoding, target)
+    written = _for_target(_write_qdq(model, ranges, encoding, keep_float, float_depthwise=float_depthwise,
+                                     copy=copy), encoding, target)
     _record_target(written, encoding, target)
     return written
 
@@ -241,9 +246,9 @@ def quantization_plan(model, encoding):
     return g.model, [(t, s, ops) for (t, s), ops in activations.items()], list(weights.values())
 
 
-def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=False):
+def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=False, copy=True):
     check_encoding(encoding)
-    model = _prepared(model)
+    model = _prepared(model, copy)
     keep = set(keep_float)
     keep.update(_depthwise_kept(_Graph(model), float_depthwise))
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)

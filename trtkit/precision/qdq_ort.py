@@ -50,7 +50,9 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
     """The ``cpu`` Q/DQ ModelProto of ``model`` (opset >= 13, BatchNorm folded) from ``ranges``, or None
     when this ONNX Runtime cannot take precomputed ranges. ``cpu_range(entry)`` -> (rmin, rmax);
     ``exclude``: nodes of ``model`` left in float (the classifier layer and what follows it). Weights are
-    int8; ``qdq.write_qdq`` shifts them to uint8 for CPUs without VNNI (``int8_target.shift_weights_to_uint8``)."""
+    int8; ``qdq.write_qdq`` shifts them to uint8 for CPUs without VNNI (``int8_target.shift_weights_to_uint8``).
+    ``model`` is the writer's own copy: once written to the quantizer's file its initializers are dropped (the
+    quantizer reads the file; given a model, it copied it twice more)."""
     if not supported():
         return None
     for index, node in enumerate(model.graph.node):  # the quantizer excludes nodes by name
@@ -69,10 +71,13 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
         cache = os.path.join(folder, "ranges.json")
         calibrate.save_tensors_data(calibrate.TensorsData(calibrate.CalibrationMethod.MinMax, data), cache)
         out = os.path.join(folder, "int8.onnx")
+        source = os.path.join(folder, "fp32.onnx")  # a path: given a model, the quantizer copies it twice more
+        onnx.save(model, source)
+        model.graph.ClearField("initializer")  # the writer's own copy (qdq._prepared): in the file now, not twice
         logging.disable(logging.WARNING)  # "please pre-process the model": trtkit already did
         try:
             quant.quantize_static(
-                model, out, None, quant_format=quant.QuantFormat.QDQ,
+                source, out, None, quant_format=quant.QuantFormat.QDQ,
                 op_types_to_quantize=[op for op in CPU_OPS if op in present], per_channel=True, reduce_range=False,
                 nodes_to_exclude=[n.name for n in exclude],
                 activation_type=quant.QuantType.QUInt8,

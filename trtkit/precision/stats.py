@@ -10,6 +10,10 @@ twice. The ranges of every method (entropy, percentile, minmax) are then
 computed from these histograms without touching the images again.
 """
 
+import os
+import shutil
+import tempfile
+
 import numpy as np
 
 from trtkit.deps import require
@@ -44,13 +48,14 @@ class AbsHistogram(object):
         values = np.asarray(values, dtype=np.float32).ravel()
         if values.size == 0:
             return
-        if not np.all(np.isfinite(values)):
+        low, high = float(values.min()), float(values.max())
+        if not (np.isfinite(low) and np.isfinite(high)):  # a NaN makes both NaN, an inf one of them
             raise InputError("the FP32 model produces non-finite values (NaN/inf) on the calibration images",
                              hint="check the model and the preprocessing of the calibration data")
-        self.minimum = min(self.minimum, float(values.min()))
-        self.maximum = max(self.maximum, float(values.max()))
+        self.minimum = min(self.minimum, low)
+        self.maximum = max(self.maximum, high)
         absolute = np.abs(values)  # the one float copy; scaled in place below
-        top = float(absolute.max())
+        top = max(-low, high)  # the largest |x|, without another pass
         if self.upper <= 0.0:
             self.upper = top if top > 0.0 else 0.0
         elif top > self.upper:
@@ -91,10 +96,13 @@ class AbsHistogram(object):
 def activation_tensors(model):
     """Names of the float activations of ``model``: the graph inputs, then node outputs in graph order."""
     onnx = require("onnx", "INT8 calibration")
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:
-        inferred = model
+    from trtkit.onnx.weights import WeightsAside
+    inferred = model
+    with WeightsAside(model, "INT8 calibration"):  # the types only: inferred on the graph without its weights
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception:
+            pass
     types = {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         types[info.name] = info.type.tensor_type.elem_type
@@ -113,16 +121,27 @@ def _instrumented_session(model, names):
     """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
     onnx = require("onnx", "INT8 calibration")
     ort = require("onnxruntime", "INT8 calibration")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    from trtkit.onnx.weights import give_back_memory
     present = set(o.name for o in model.graph.output)
-    for name in names:
-        if name not in present:
-            model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
-    options = ort.SessionOptions()
-    # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    outputs = len(model.graph.output)
+    folder = tempfile.mkdtemp(prefix="trtkit-calib-")
+    try:  # the outputs added to ``model`` itself for as long as it takes to write it: no copy of the weights
+        for name in names:
+            if name not in present:
+                model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
+        path = os.path.join(folder, "instrumented.onnx")
+        try:
+            onnx.save(model, path)
+        finally:
+            del model.graph.output[outputs:]
+        give_back_memory()  # the bytes just written, before the session's own copies come
+        options = ort.SessionOptions()
+        # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics",
