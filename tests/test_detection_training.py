@@ -179,7 +179,6 @@ def sample_detector():
     return sample_detection_model()
 
 
-@pytest.mark.slow
 def test_the_sample_detector_reaches_a_real_heldout_map(sample_detector):
     from trtkit.models.detection import infer_detection_layout
     from trtkit.models.sample import sample_detection_data, sample_detection_model
@@ -203,7 +202,6 @@ def test_the_sample_detector_reaches_a_real_heldout_map(sample_detector):
             torch.testing.assert_close(a, b)
 
 
-@pytest.mark.slow
 def test_the_sample_detector_exports_to_onnx(sample_detector, tmp_path):
     ort = pytest.importorskip("onnxruntime")
     from trtkit.models.detection.export import deployable
