@@ -116,35 +116,11 @@ def pytest_collection_modifyitems(config, items):
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = kept
-    if not config.option.collectonly and _train_samples_beside(len(items)):
-        items[:] = samples_last(items)
+    if not config.option.collectonly and _train_detection_sample_beside(len(items)):
+        items[:] = detector_files_last(items)
 
 
-BACKGROUND = []  # the samples' trainer, when this session started one
-
-# The test files that need no trained sample: they run first in a cold whole-suite run, while the samples train
-# beside them (found by running every test with the classification sample's training made to fail; a file wrongly
-# listed here only waits for the sample on the cache's lock, it does not fail)
-SAMPLE_FREE_FILES = ("test_architecture.py", "test_bench_affinity.py", "test_bench_device.py",
-                     "test_bench_timing.py", "test_box_data.py", "test_box_geometry.py", "test_data_preprocess.py",
-                     "test_data_stream.py", "test_dense_verify.py", "test_equalize.py", "test_detect_metrics.py",
-                     "test_detect_onnx_nms.py", "test_detect_select.py", "test_detection_bench_helpers.py",
-                     "test_detection_models.py", "test_detection_nms.py", "test_detection_pipeline.py",
-                     "test_detection_train_cli.py", "test_determinism.py", "test_diagnose.py", "test_docker.py",
-                     "test_fileio.py", "test_gpu_check_budget.py", "test_gpu_check_results.py",
-                     "test_int8_corpus.py", "test_int8_depthwise.py", "test_light_import.py", "test_made_once.py",
-                     "test_models.py", "test_module_outputs.py", "test_onnx_styles.py", "test_onnx_zoo.py",
-                     "test_output_kinds.py", "test_precision_search.py", "test_progress.py", "test_python_api.py",
-                     "test_ranges.py", "test_real_detectors.py", "test_real_models.py", "test_real_models_bench.py",
-                     "test_real_segmentation.py", "test_segmentation_bench_verdict.py", "test_segmentation_build.py",
-                     "test_segmentation_data.py", "test_segmentation_models.py", "test_segmentation_predict.py",
-                     "test_segmentation_sample.py", "test_segmentation_serve.py", "test_segmentation_sizes.py",
-                     "test_shape_boxes.py", "test_shared_helpers.py", "test_tasks.py", "test_tensorrt_api.py",
-                     "test_tensorrt_api_table.py", "test_tensorrt_calibrator.py", "test_tensorrt_logger.py",
-                     "test_tensorrt_real_model.py", "test_tensorrt_release_order.py", "test_tensorrt_runner.py",
-                     "test_tf_exports.py", "test_tf_style_graphs.py", "test_torch2trt_path.py",
-                     "test_torch_baseline.py", "test_torchvision_exports.py", "test_training.py",
-                     "test_training_inputs.py", "test_training_recipe.py", "test_verification_confidence.py")
+BACKGROUND = []  # the detection sample's trainer, when this session started one
 
 # The test files that build or load the trained detection sample (a file missing here only waits for it)
 DETECTOR_FILES = ("test_detect_nms_tail.py", "test_detection_app.py", "test_detection_build.py",
@@ -152,72 +128,57 @@ DETECTOR_FILES = ("test_detect_nms_tail.py", "test_detection_app.py", "test_dete
                   "test_gpu_check_detection.py", "test_host_decoder.py")
 
 
-def samples_last(items):
-    """``items`` in three groups, each in its own order: the files of ``SAMPLE_FREE_FILES``, the others, then
-    those of ``DETECTOR_FILES`` (whole files move, so no module fixture is made twice)."""
-    group = [0 if item.fspath.basename in SAMPLE_FREE_FILES else 2 if item.fspath.basename in DETECTOR_FILES
-             else 1 for item in items]
-    return [item for wanted in (0, 1, 2) for item, g in zip(items, group) if g == wanted]
+def detector_files_last(items):
+    """``items`` with those of ``DETECTOR_FILES`` after all others, each group in its own order (whole files
+    move, so no module fixture is made twice)."""
+    wants = [item.fspath.basename in DETECTOR_FILES for item in items]
+    return [i for i, w in zip(items, wants) if not w] + [i for i, w in zip(items, wants) if w]
 
 
-def _train_samples_beside(count):
-    """A whole-suite run (``BACKGROUND_FROM`` tests or more) whose cache lacks a trained sample trains them in a
-    process of its own, on one thread at idle priority (``_idle_priority``), beside the tests: the
-    classification sample, then the detection sample; the files that need neither run first and those that
-    want the detector last. True when it started one.
+def _train_detection_sample_beside(count):
+    """A whole-suite run (``BACKGROUND_FROM`` tests or more) with no cached detection sample trains it in a
+    process of its own, on one thread, beside the tests, and the files that want it run last; True when it
+    started one.
 
-    Why: the sample trainings are most of a cold run, and the tests leave part of the cores idle (subprocesses
-    starting, small graphs, waits out of a time limit) for a trainer to use; one trainer, so that two trainings
-    never share the same two cores. One thread: a training step is many small operations whose threads wait
-    for each other when other work takes a core (the classifier's step, 0.5 s on two idle cores, took 12.8 s
-    on two threads and 6.7 s on one on a machine loaded 8-13), and one thread's sums are in the same order on
-    every machine (``sample_detection_model``). A test that wants a sample before it is done waits on the
-    cache's lock (``fileio.made_once``) and loads what it wrote; TRTKIT_BACKGROUND_SAMPLES=0 turns all of this
-    off."""
+    Why: the sample trainings are most of a cold run. The classification sample trains first, on the test
+    process's two threads (the first tests need it), so the trainer waits for its checkpoint: two trainings at
+    once only share the same two cores, where the tests that follow leave part of a core idle (subprocesses
+    starting, small graphs, waits) for the trainer to use. One thread: a training step is many small operations
+    whose two threads wait for each other under load (1549 s, where one thread took about 9 minutes). A test
+    that wants the detector before it is done waits on the cache's lock (``fileio.made_once``) and loads what
+    it wrote; TRTKIT_BACKGROUND_SAMPLES=0 turns all of this off."""
     if count < BACKGROUND_FROM or os.environ.get("TRTKIT_BACKGROUND_SAMPLES") == "0":
         return False
-    from trtkit.models.sample import sample_checkpoint_path, sample_detection_path
-    if os.path.isfile(sample_checkpoint_path()) and os.path.isfile(sample_detection_path()):
+    from trtkit.models.sample import sample_detection_path
+    if os.path.isfile(sample_detection_path()):
         return False
-    if not os.path.isdir(CACHE):
-        os.makedirs(CACHE)
-    log = open(os.path.join(CACHE, "sample-training.log"), "w")
-    code = ("from trtkit.models.sample import sample_detection_model, sample_model\n"
-            "sample_model()\n"
-            "sample_detection_model()\n")
+    log = open(os.path.join(CACHE, "detection-sample-training.log"), "w")
+    code = ("import os, time\n"
+            "from trtkit.models.sample import sample_checkpoint_path, sample_detection_model\n"
+            "waited = 0\n"
+            "while not os.path.isfile(sample_checkpoint_path()) and waited < {}:\n"
+            "    time.sleep(2)\n"
+            "    waited += 2\n"
+            "sample_detection_model()\n").format(CLASSIFIER_WAIT_S)
     BACKGROUND.append(subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT,
                                        env=dict(os.environ, TRTKIT_CACHE=CACHE, PYTHONPATH=ROOT,
-                                                OMP_NUM_THREADS="1"), start_new_session=True,
-                                       preexec_fn=_idle_priority))
+                                                OMP_NUM_THREADS="1")))
     log.close()
     return True
+
+
+CLASSIFIER_WAIT_S = 1200  # a classification sample not trained by then (a run that never needs it): train anyway
 
 
 BACKGROUND_FROM = 200
 
 
-def _idle_priority():
-    """The trainer runs only on what the tests leave idle (Linux's SCHED_IDLE, else the lowest nice): at the
-    same priority it took a core from a test's two torch or ONNX Runtime threads, whose steps then wait for each
-    other (a cold run measured it: the sample-free files beside the trainer took 1351 s of tests where 1163 s
-    had been, torchvision's detection model tests 152 s instead of 32)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        os.nice(19)
-
-
 def pytest_sessionfinish(session, exitstatus):
-    """A background trainer still running when the session ends (-x, a subset) is stopped with the detection
-    trainer it started (its own process group); a checkpoint is written atomically, so nothing half-made is
-    left."""
-    import signal
+    """A background trainer still running when the session ends (-x, a subset) is stopped; its checkpoint is
+    written atomically, so nothing half-made is left."""
     for process in BACKGROUND:
         if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            process.kill()
         process.wait()
 
 

@@ -35,22 +35,18 @@ def test_a_second_process_waits_for_the_first_and_finds_what_it_made(tmp_path):
     assert open(path).read() == "made"
 
 
-def test_a_cold_whole_run_puts_sample_free_files_first_and_the_files_that_want_the_detector_last():
-    """The samples train beside the tests (conftest): the files that need no sample run first, whole and in
-    their order, so the trainer has them to finish the classifier in, and the files that want the detector
-    move after all others."""
+def test_a_cold_whole_run_puts_the_files_that_want_the_detector_last():
+    """The detection sample trains beside the tests (conftest): the files that want it move after the others,
+    whole and in their order, so the trainer has the run's first part to finish in."""
     import collections
-    from conftest import DETECTOR_FILES, SAMPLE_FREE_FILES, samples_last
+    from conftest import DETECTOR_FILES, detector_files_last
     Item = collections.namedtuple("Item", "fspath name")
     Path = collections.namedtuple("Path", "basename")
-    free = SAMPLE_FREE_FILES
-    names = ["test_app_load.py", DETECTOR_FILES[0], free[1], DETECTOR_FILES[0], "test_export.py", free[0],
-             DETECTOR_FILES[1], free[1], "test_zoo.py"]
+    names = ["test_app_load.py", DETECTOR_FILES[0], DETECTOR_FILES[0], "test_export.py", DETECTOR_FILES[1],
+             "test_zoo.py"]
     items = [Item(Path(name), "{}-{}".format(name, i)) for i, name in enumerate(names)]
-    ordered = [item.name for item in samples_last(items)]
-    assert ordered == [free[1] + "-2", free[0] + "-5", free[1] + "-7", "test_app_load.py-0", "test_export.py-4",
-                       "test_zoo.py-8", DETECTOR_FILES[0] + "-1", DETECTOR_FILES[0] + "-3", DETECTOR_FILES[1] + "-6"]
+    ordered = [item.name for item in detector_files_last(items)]
+    assert ordered == ["test_app_load.py-0", "test_export.py-3", "test_zoo.py-5", DETECTOR_FILES[0] + "-1",
+                       DETECTOR_FILES[0] + "-2", DETECTOR_FILES[1] + "-4"]
     here = os.path.dirname(os.path.abspath(__file__))
-    listed = DETECTOR_FILES + SAMPLE_FREE_FILES
-    assert all(os.path.isfile(os.path.join(here, name)) for name in listed), "a listed file was renamed"
-    assert not set(DETECTOR_FILES) & set(SAMPLE_FREE_FILES)
+    assert all(os.path.isfile(os.path.join(here, name)) for name in DETECTOR_FILES), "a listed file was renamed"

@@ -106,7 +106,8 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
 }
 
 
-@pytest.mark.parametrize("kind", ["combined", "combined_clip", "combined_perclass", "nms", "topk", "topk_batch"])
+@pytest.mark.parametrize("kind", ["combined", "nms", "topk"] + [pytest.param(kind, marks=pytest.mark.extended)
+                                  for kind in ("combined_clip", "combined_perclass", "topk_batch")])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     from trtkit.pipeline.foreign_detector import decode_graph
     family = "topk" if kind.startswith("topk") else "nms"
