@@ -15,9 +15,10 @@ maps of 19 classes at 512x512 are 20 GB), while small sessions cost little;
 one pass feeds each batch to the reference and every artifact. Both give the
 same figures: the same images, batches, outputs and streamed ``Comparison``.
 
-Timing: artifacts that together weigh at most ``TOGETHER_BYTES`` are opened
-again side by side and timed in interleaved rounds (``bench.timing.
-interleaved_throughput``: a shared machine's busy spell falls on all alike);
+Timing: artifacts that together weigh at most ``TOGETHER_BYTES`` are timed
+side by side, still open from their verification pass, in interleaved rounds
+(``bench.timing.interleaved_throughput``: a shared machine's busy spell falls
+on all alike);
 bigger ones are timed alone while their own session is open. Either way the
 number of timed calls follows ``--bench-seconds`` (``timing_plan``): a model
 whose one call outlasts the budget gets one warm-up call and as many rounds of
@@ -134,11 +135,11 @@ def verify_all(state, records):
     if not records:
         return summary
     together = sum(os.path.getsize(state.folder.stage_path(r["path"])) for r in records) <= TOGETHER_BYTES
-    verified, alone_figures = [], {}
+    verified, figures = [], {}
     if together:
-        images, seconds = _one_pass(state, records, verified)
+        images, seconds = _one_pass(state, records, verified, figures)
     else:
-        images, seconds = _one_at_a_time(state, records, verified, alone_figures)
+        images, seconds = _one_at_a_time(state, records, verified, figures)
     if not verified:
         return summary
     summary["images"] = images
@@ -149,17 +150,14 @@ def verify_all(state, records):
     if summary["seconds"] > 0:
         summary["images_per_second"] = round(images / summary["seconds"], 1)
     summary["unreadable_images"] = len(state.selection.skipped)
-    if together:
-        _time_together(state, verified)
-    else:
-        _record_rates(verified, alone_figures)
+    _record_rates(verified, figures)
     return summary
 
 
-def _one_pass(state, records, verified):
+def _one_pass(state, records, verified, figures):
     """Small artifacts: the reference and every variant open together, one pass over the held-out images
-    (memory: the sessions and one batch; nothing on disk, whatever the number of images). Returns (images,
-    seconds)."""
+    (memory: the sessions and one batch; nothing on disk, whatever the number of images), then the variants
+    timed in interleaved rounds, per batch size, while still open (``figures``). Returns (images, seconds)."""
     from trtkit.pipeline.verify import run_batches
     options = state.options
     images_seen, start = 0, time.time()
@@ -179,13 +177,18 @@ def _one_pass(state, records, verified):
                 comparison.update(run_batches(runner, images, options.batch_size), expected,
                                   labels if state.labels_usable else None)
             images_seen += len(images)
+        seconds = time.time() - start
+        by_batch = {}
         for record, runner, comparison in opened:
             _finish(state, record, runner, comparison)
             verified.append(record)
-    return images_seen, time.time() - start
+            by_batch.setdefault(record["throughput_batch"], {})[record["name"]] = runner
+        for batch, runners in sorted(by_batch.items()):  # timed while open: interleaved, per batch size
+            figures.update(_time(runners, state, batch))
+    return images_seen, seconds
 
 
-def _one_at_a_time(state, records, verified, alone_figures):
+def _one_at_a_time(state, records, verified, figures):
     """Big artifacts (over ``TOGETHER_BYTES`` in all): the reference's outputs to a scratch folder first, then
     each variant alone against them, timed while open (see the module doc). Returns (images, seconds)."""
     scratch = tempfile.mkdtemp(prefix="trtkit-verify-")
@@ -200,7 +203,7 @@ def _one_at_a_time(state, records, verified, alone_figures):
                 _variant_pass(state, record, runner, scratch, batches)
                 seconds += time.time() - start
                 verified.append(record)
-                alone_figures.update(_time({record["name"]: runner}, state, record["throughput_batch"]))
+                figures.update(_time({record["name"]: runner}, state, record["throughput_batch"]))
             finally:
                 runner.deactivate()
     finally:
@@ -272,26 +275,6 @@ def timing_plan(call_seconds, seconds, rounds, runners=1):
         return rounds, 3
     fitting = int(max(1, min(rounds, seconds / max(call_seconds, 1e-9))))
     return (fitting if runners > 1 else 1), 1
-
-
-def _time_together(state, records):
-    """Each verified record's ``throughput_ips``: the median of interleaved rounds, runners of one batch size
-    opened again together and timed in rotating order."""
-    by_batch = {}
-    for record in records:
-        record["throughput_ips"] = None
-        by_batch.setdefault(record["throughput_batch"], []).append(record)
-    if _seconds(state) <= 0:
-        return
-    figures = {}
-    for batch, group in sorted(by_batch.items()):
-        with contextlib.ExitStack() as stack:
-            runners = {}
-            for record in group:
-                runners[record["name"]] = stack.enter_context(state.backends[record["backend"]].runner(
-                    state.folder.stage_path(record["path"]), {"strict": True} if state.options.strict else None))
-            figures.update(_time(runners, state, batch))
-    _record_rates(records, figures)
 
 
 def _record_rates(records, figures):
