@@ -97,8 +97,12 @@ def kept_count(model, start):
 def loop_selection(model):
     """The top-level ``Loop`` nodes of a graph with no NonMaxSuppression anywhere (TensorFlow's
     ``non_max_suppression_padded``, a while loop in tf2onnx's export), or []."""
-    if any(n.op_type == "NonMaxSuppression" for n in topk.all_nodes(model.graph.node)):
+    if topk.nested(model):
         return []
+    return _loops(model)
+
+
+def _loops(model):
     return [n for n in model.graph.node if n.op_type == "Loop"]
 
 
@@ -109,8 +113,7 @@ def top_level_topks(model):
 def best_k(model):
     """Whether the graph keeps its best K detections by a ``TopK`` and has no NMS or loop (the ``topk``
     family's graphs)."""
-    return bool(top_level_topks(model)) and not loop_selection(model) and \
-        not any(n.op_type == "NonMaxSuppression" for n in topk.all_nodes(model.graph.node))
+    return bool(top_level_topks(model)) and not topk.nested(model) and not _loops(model)
 
 
 def flat_scores(index, name):
