@@ -100,14 +100,41 @@ _DRAWN = {}
 
 
 def shape_boxes_source(count=SHAPE_BOXES_COUNT, seed=SHAPE_BOXES_SEED):
-    """(uint8 images [N, 128, 128, 3], list of ``BoxRecord``, class names) of the detection sample (drawn once
-    per process and count/seed: 2000 images, 98 MB). Splits: ``data.sources.split_positions`` as for every
+    """(uint8 images [N, 128, 128, 3], list of ``BoxRecord``, class names) of the detection sample (2000 images,
+    98 MB; drawn once per machine, ``data.drawn``, and read once per process and count/seed). Splits: ``data.sources.split_positions`` as for every
     row source."""
     key = (count, seed)
     if key not in _DRAWN:
-        _DRAWN[key] = draw_shape_boxes(count, seed=seed)
+        from trtkit.data.drawn import drawn_arrays
+
+        def draw():
+            return _as_arrays(*draw_shape_boxes(count, seed=seed))
+        _DRAWN[key] = _from_arrays(drawn_arrays(SHAPE_BOXES, SHAPE_BOXES_VERSION, count, seed, draw))
     images, records = _DRAWN[key]
     return images, records, list(BOX_CLASS_NAMES)
+
+
+def _as_arrays(images, records):
+    """``draw_shape_boxes``' result as flat arrays (the images, every box and label in record order, and each
+    record's box count) for the drawn cache (``data.drawn``)."""
+    boxes = [record.boxes.reshape(-1, 4) for record in records]
+    return {"images": images, "boxes": np.concatenate(boxes).astype(np.float32),
+            "labels": np.concatenate([record.labels.reshape(-1) for record in records]).astype(np.int64),
+            "counts": np.array([len(b) for b in boxes], np.int64)}
+
+
+def _from_arrays(arrays):
+    """(images, records) back from ``_as_arrays``: the records ``draw_shape_boxes`` makes."""
+    from trtkit.data.boxes.record import BoxRecord
+    images = arrays["images"]
+    size = images.shape[1]
+    ends = np.cumsum(arrays["counts"])
+    records = []
+    for index, (end, count) in enumerate(zip(ends.tolist(), arrays["counts"].tolist())):
+        records.append(BoxRecord("{}[{}]".format(SHAPE_BOXES, index), index, (size, size),
+                                 arrays["boxes"][end - count:end].tolist(),
+                                 arrays["labels"][end - count:end].tolist()))
+    return images, records
 
 
 def shape_boxes_reader():
