@@ -11,7 +11,8 @@ tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.on
 - ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop (no NonMaxSuppression):
   refused in one line, built when the user names the network's boxes and scores;
 - ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``); ``topk_batch``
-  per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1).
+  per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1); ``topk_classmajor`` on scores
+  transposed to ``[N, C, A]`` before the flattening (class-major: the anchor is ``index % A``).
 
 Each is built FP32 and INT8 on ONNX Runtime; FP32's detections must be the export's own (run in ONNX Runtime:
 the same boxes, scores, classes and counts per image), and INT8's tail float.
@@ -30,7 +31,7 @@ from detection_tail import quantized_tail_is_float  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 SIZE = 64
 IMAGES = 12
-BATCHED = ("combined", "combined_clip", "combined_perclass", "topk_batch")  # the others take one image ([1, 64, 64, 3])
+BATCHED = ("combined", "combined_clip", "combined_perclass", "topk_batch", "topk_classmajor")  # the others take one image ([1, 64, 64, 3])
 
 
 def fixture(kind):
@@ -103,11 +104,14 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
     "nms": {"class_agnostic": True, "detections": 20, "score_layout": "anchors_first"},
     "topk": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
              "score_layout": "anchors_first"},
+    "topk_classmajor": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
+                        "score_layout": "classes_first"},
 }
 
 
 @pytest.mark.parametrize("kind", ["combined", "nms", "topk"] + [pytest.param(kind, marks=pytest.mark.extended)
-                                  for kind in ("combined_clip", "combined_perclass", "topk_batch")])
+                                  for kind in ("combined_clip", "combined_perclass", "topk_batch",
+                                               "topk_classmajor")])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     from trtkit.pipeline.foreign_detector import decode_graph
     family = "topk" if kind.startswith("topk") else "nms"

@@ -12,7 +12,9 @@ saved as a SavedModel and converted by tf2onnx's command line as they run it:
 - ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise;
 - ``topk``: no NMS, the best K (box, class) pairs by score (CenterNet/DETR-style): ``tf.math.top_k`` over
   one image's flattened scores, then a gather of their boxes; ``topk_batch`` the same per image of a batch
-  (``tf.gather(..., batch_dims=1)``: a GatherND).
+  (``tf.gather(..., batch_dims=1)``: a GatherND); ``topk_classmajor`` the same on scores transposed to
+  ``[N, C, A]`` before flattening (class-major: ``index // A`` the class, ``index % A`` the anchor, as a
+  CenterNet-style heatmap's channels are flattened).
 
 Needs TensorFlow and tf2onnx (not trtkit's dependencies, so the tests only read the files this writes)::
 
@@ -36,7 +38,7 @@ SCALES = (10.0, 10.0, 5.0, 5.0)  # FasterRcnnBoxCoder's y, x, h, w scale factors
 MAX_PER_CLASS, MAX_TOTAL, IOU, SCORE = 20, 20, 0.5, 0.3
 PERCLASS_CAP = 4  # combined_perclass's max_output_size_per_class, below MAX_TOTAL
 TOP_K = 20
-KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "topk", "topk_batch")
+KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "topk", "topk_batch", "topk_classmajor")
 
 
 def anchors():
@@ -96,6 +98,17 @@ def selection(tf, kind, model):
             boxes, scores = model(image)
             best, index = tf.math.top_k(tf.reshape(scores, [tf.shape(scores)[0], -1]), k=TOP_K)
             anchor, label = index // CLASSES, index % CLASSES
+            return {"detection_boxes": tf.gather(boxes, anchor, batch_dims=1), "detection_scores": best,
+                    "detection_classes": label}
+        return select, [None, SIZE, SIZE, 3]
+
+    if kind == "topk_classmajor":
+        def select(image):
+            boxes, scores = model(image)
+            count = CELLS * CELLS * ANCHORS_PER_CELL
+            best, index = tf.math.top_k(tf.reshape(tf.transpose(scores, [0, 2, 1]), [tf.shape(scores)[0], -1]),
+                                        k=TOP_K)
+            anchor, label = index % count, index // count
             return {"detection_boxes": tf.gather(boxes, anchor, batch_dims=1), "detection_scores": best,
                     "detection_classes": label}
         return select, [None, SIZE, SIZE, 3]

@@ -1,6 +1,6 @@
 """``topk``: a graph that keeps its best K (box, class) pairs by a ``TopK`` of its flattened scores, with no NMS
-(CenterNet/DETR-style; ``tf.math.top_k`` then a gather of the boxes by ``index // C`` in a tf2onnx export), cut
-before the TopK.
+(CenterNet/DETR-style; ``tf.math.top_k`` then a gather of the boxes by ``index // C`` in a tf2onnx export, or by
+``index % A`` when the scores were transposed to ``[N, C, A]`` before the flattening), cut before the TopK.
 
 Why as ``nms``'s subclass: after the cut the graph is what ``nms`` reads (boxes ``[N, A, 4]``, class scores
 ``[N, A, C]``, yxyx fractions for a channels-last TensorFlow graph), and the K best pairs are ``nms``'s
@@ -38,7 +38,9 @@ class TopK(Nms):
                            node.name or node.output[0], k, scores, boxes),
                        hint="name the network's outputs: --decoder nms --decoder-param boxes=NAME --decoder-param "
                             "scores=NAME, with iou_threshold=1 score_threshold=0 detections=K for the best K pairs")
-        read = {"boxes": boxes, "scores": scores, "class_axis": -1, "class_agnostic": False, "center_point_box": 0,
+        # "auto": the flattened scores as they are, [N, A, C] (anchor-major) or [N, C, A] (class-major, a
+        # Transpose before the flattening), told apart by the boxes' count in ``nms.infer``
+        read = {"boxes": boxes, "scores": scores, "class_axis": "auto", "class_agnostic": False, "center_point_box": 0,
                 "order": "yxyx" if is_nhwc(model) else "xyxy", "iou_threshold": 1.0, "score_threshold": 0.0,
                 "detections": int(k), "max_output_boxes_per_class": int(k)}
         outputs = [o.name for o in model.graph.output]

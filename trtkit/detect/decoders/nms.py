@@ -338,7 +338,11 @@ class Nms(object):
             raise fail("NonMaxSuppression's boxes input {} is not [N, A, 4]: trtkit cannot place this NMS".format(
                 boxes), hint="export the detector with NMS on [N, A, 4] boxes, or cut it before (--decoder yolo)")
         anchors = boxes.dims[1]
-        if "class_axis" in given:  # the class scores before a ReduceMax: the class axis is the reduced one
+        if given.get("class_axis") == "auto":  # ``topk``'s flattened scores: the axis that is not the anchors'
+            dims = scores.dims
+            flipped = len(dims) == 3 and dims[2] == anchors and dims[1] != anchors
+            layout = "classes_first" if flipped else "anchors_first"
+        elif "class_axis" in given:  # the class scores before a ReduceMax: the class axis is the reduced one
             axis = given["class_axis"] % max(1, len(scores.dims))
             layout = "classes_first" if axis == 1 else "anchors_first"
         else:

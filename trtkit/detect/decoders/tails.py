@@ -117,8 +117,9 @@ def best_k(model):
 
 
 def flat_scores(index, name):
-    """The tensor a TopK's data ``name`` flattens (through reshapes and the image's ``x[0]``; no Transpose:
-    the flat order is then anchor-major, ``index // C`` the anchor), or None when something else is passed."""
+    """The tensor a TopK's data ``name`` flattens (through reshapes and the image's ``x[0]``; not through a
+    Transpose: the tensor's own order is the flat order, anchor-major ``[N, A, C]`` or class-major ``[N, C, A]``,
+    which ``bestk`` leaves to the boxes' count), or None when something else is passed."""
     for _ in range(16):
         node = index.producers.get(name)
         if node is None or node.op_type not in _FLAT + ("Slice", "Gather"):
