@@ -96,6 +96,14 @@ def strip_qdq(model):
                     edges.append((renamed[name], len(kept), scales[name]))
                 node.input[index] = renamed[name]
         kept.append(node)
+    for output in model.graph.output:  # Q/DQ on a graph output: the float tensor takes the output's name again
+        if output.name in renamed:
+            inner = renamed[output.name]
+            if output.name in scales:
+                edges.append((output.name, None, scales[output.name]))
+            for node in kept:
+                node.output[:] = [output.name if o == inner else o for o in node.output]
+                node.input[:] = [output.name if i == inner else i for i in node.input]
     kept = _live([onnx.NodeProto.FromString(n.SerializeToString()) for n in kept], model, edges)
     del model.graph.node[:]
     model.graph.node.extend(kept)
@@ -120,7 +128,7 @@ def _live(nodes, model, edges):
                 alive[index] = False
                 changed = True
     moved = dict((old, new) for new, old in enumerate(i for i, a in enumerate(alive) if a))
-    edges[:] = [(t, moved[i], s) for t, i, s in edges]
+    edges[:] = [(t, None if i is None else moved[i], s) for t, i, s in edges]
     return [n for n, a in zip(nodes, alive) if a]
 
 
@@ -133,11 +141,11 @@ def _edge_table(model, edges):
         own.setdefault(tensor, set()).add(scale)
     table = {}
     for tensor, index, scale in edges:
-        consumer = nodes[index]
+        consumer = nodes[index] if index is not None else None  # None: the graph's output
         source = tensor
-        if consumer.op_type == "Concat" and scale in own.get(consumer.output[0], ()):
+        if consumer is not None and consumer.op_type == "Concat" and scale in own.get(consumer.output[0], ()):
             source = consumer.output[0]
-        table.setdefault((tensor, source), []).append(consumer.op_type)
+        table.setdefault((tensor, source), []).append(consumer.op_type if consumer is not None else "output")
     return dict((k, sorted(v)) for k, v in table.items()), own
 
 
