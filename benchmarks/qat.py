@@ -50,7 +50,7 @@ def fp32_mobilenet(train, heldout, steps, out):
         return model.eval(), 0.0
     torch.manual_seed(0)
     start = time.time()
-    finetune(model, train.images, train.labels, steps, batch_size=64, lr=0.05)
+    finetune(model, train.images, train.labels, steps, batch_size=64, lr=0.05, label="MobileNetV3 FP32 training")
     torch.save(model.state_dict(), path)
     return model.eval(), time.time() - start
 

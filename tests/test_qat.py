@@ -203,6 +203,17 @@ def test_an_onnx_source_is_told_qat_needs_its_pytorch_source(tiny_qat, tmp_path)
     assert "Traceback" not in result.stderr
 
 
+def test_labels_the_model_cannot_score_are_refused(tmp_path):
+    from trtkit.data import ImageSet
+    from trtkit.errors import InputError
+    from trtkit.precision.qat import run_qat
+    x = images(16)
+    train = ImageSet(x, np.arange(16) % 10, "digits-like")  # ten classes for a model with four outputs
+    with pytest.raises(InputError, match="up to class 9 but the model has 4 outputs"):
+        run_qat(tiny_model(), contract(), train, x, ImageSet(x, None, "x"), 1, str(tmp_path / "q.onnx"))
+    assert not os.path.exists(str(tmp_path / "q.onnx"))
+
+
 # ------------------------------------------------------------------ extended: real models
 
 @pytest.mark.extended

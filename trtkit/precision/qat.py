@@ -74,13 +74,15 @@ def _observer(histogram):
     return observe
 
 
-def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR, seed=0):
+def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR, seed=0, label="QAT fine-tune"):
     """Fine-tune ``gm`` (changed in place) for ``steps`` SGD steps (momentum 0.9, cosine decay from ``lr``)
     on ``images``/``labels``, shuffled each pass. Returns the mean loss of each tenth of the run.
 
-    Why SGD at 1e-3 by default: the weights start trained (a fine-tune, not a training run) and the LSQ
-    gradient of each scale is already scaled to the weights' size; a larger rate moved the scales of a
-    trained ResNet18 enough to lose accuracy in the first steps."""
+    Why SGD at 1e-3 by default: the weights start trained (a fine-tune, not a training run), so the rate is a
+    small fraction of the 0.05 the sample was trained with; each scale's LSQ gradient is already scaled to its
+    tensor's size. Measured with it (the sample ResNet18, 100 steps of 64): the QAT INT8 graph's held-out
+    accuracy on ONNX Runtime 99.72%, FP32's 99.44%. Other rates were not compared.
+    """
     torch = require("torch", "quantization-aware training")
     if steps < 1:
         return []
@@ -91,7 +93,7 @@ def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR,
     gm.train()
     order, position, losses = rng.permutation(len(images)), 0, []
     try:
-        with log.Progress("QAT fine-tune", total=steps, unit="step") as bar:
+        with log.Progress(label, total=steps, unit="step") as bar:
             for step in range(steps):
                 if position + batch_size > len(order):
                     order, position = rng.permutation(len(images)), 0
@@ -173,6 +175,7 @@ def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_
     start = time.time()
     gm, pairs = prepare(model, calibration_images, method)
     before = fake_quant_logits(gm, heldout.images)
+    _check_labels(train_set.labels, before.shape[1])
     losses = finetune(gm, train_set.images, train_set.labels, steps, batch_size, lr, seed)
     placement = export_qat(gm, out_onnx, contract)
     runtimes = compare_runtimes(gm, out_onnx, heldout.images)
@@ -197,6 +200,17 @@ def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_
                  "{:.3g} ({} images)".format(name, figures["top1_agreement"], figures["max_abs_diff"],
                                              figures["images"]))
     return report
+
+
+def _check_labels(labels, classes):
+    """InputError unless ``labels`` are class indices the model's ``classes`` outputs can score."""
+    from trtkit.errors import InputError
+    labels = None if labels is None else np.asarray(labels)
+    if labels is None or labels.ndim != 1 or (labels < 0).any():
+        raise InputError("QAT needs one class label per training image", hint="give a folder of class sub-folders")
+    if int(labels.max()) >= classes:
+        raise InputError("the training labels go up to class {} but the model has {} outputs".format(
+            int(labels.max()), classes), hint="fine-tune on the data the model was trained for")
 
 
 def _accuracy(logits, labels):
