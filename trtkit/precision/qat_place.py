@@ -103,9 +103,9 @@ def _head(reader, gm):
     reached) and what the output reaches back through head ops."""
     nodes = list(gm.graph.nodes)
     feeds = set()
-    for node in reversed(nodes):
-        if reader.is_weight(node) or any(user in feeds for user in node.users):
-            feeds.update(a for a in node.all_input_nodes)
+    for node in reversed(nodes):  # a node's inputs feed weights when it is a layer with weights or feeds one
+        if reader.is_weight(node) or node in feeds:
+            feeds.update(node.all_input_nodes)
     found = set(n for n in nodes if n.op not in ("output",) and n not in feeds)
     stack = [a for n in nodes if n.op == "output" for a in n.all_input_nodes]
     while stack:
