@@ -116,11 +116,10 @@ def test_placement_check_names_a_missing_or_an_extra_fake_quant(tiny_qat, tmp_pa
 
 
 def test_onnx_runtime_and_openvino_compute_the_pytorch_fake_quant_model(tiny_qat):
-    """ONNX Runtime computes the fake-quant model's logits to within rounding. OpenVINO does too on a CPU with
-    VNNI; without it (AVX2) its INT8 convolutions sum u8 x s8 products in saturating 16-bit pairs
-    (``trtkit.cpuinfo``'s module doc), measured here: its first Conv already differs by 1.07 of 3.69 while ONNX
-    Runtime's does not, so there only its decisions are held to PyTorch's."""
-    from trtkit.cpuinfo import this_cpu
+    """ONNX Runtime computes the fake-quant model's logits to within rounding; OpenVINO makes the same decisions.
+    Its logits are held to no bound: on this project's CPUs (AVX2, no VNNI) its first Conv output differs from
+    ONNX Runtime's by up to 1.07 (largest value 3.69) in a few elements, as the saturating 16-bit u8 x s8 sums
+    there would (``trtkit.cpuinfo``'s module doc); a CPU with VNNI has not been measured."""
     from trtkit.precision.qat import compare_runtimes, fake_quant_logits
     gm, _, path, _ = tiny_qat
     x = images(64, seed=1)
@@ -131,8 +130,6 @@ def test_onnx_runtime_and_openvino_compute_the_pytorch_fake_quant_model(tiny_qat
     assert results["onnxruntime"]["top1_agreement"] == 1.0, results
     assert results["onnxruntime"]["max_abs_diff"] < 0.01 * spread, (results, spread)
     if "openvino" in results:
-        if this_cpu().vnni:
-            assert results["openvino"]["max_abs_diff"] < 0.01 * spread, (results, spread)
         assert results["openvino"]["top1_agreement"] >= 0.95, results
 
 
@@ -255,5 +252,7 @@ def test_mobilenet_v3_placement_and_runtimes(tmp_path):
     placement = export_qat(gm, str(tmp_path / "mbv3.onnx"), InputContract(size=64))
     assert len(pairs) == 46 and len(placement) == 73
     results = compare_runtimes(gm, str(tmp_path / "mbv3.onnx"), x)
+    # untrained, its logits nearly tie (OpenVINO's 0.0027 from PyTorch flipped every decision, measured), so the
+    # decisions are ONNX Runtime's to match, to within rounding; OpenVINO's are the tiny model's test's
     assert results["onnxruntime"]["top1_agreement"] == 1.0, results
-    assert results.get("openvino", {"top1_agreement": 1.0})["top1_agreement"] >= 0.95, results  # see above
+    assert results["onnxruntime"]["max_abs_diff"] < 1e-5, results
