@@ -172,6 +172,8 @@ def test_qat_options_in_the_api_and_the_cli():
         BuildOptions.from_keywords(precision="int8", qat_steps=0)
     with pytest.raises(InputError, match="has none"):
         BuildOptions.from_keywords(precision="fp32,fp16", qat_steps=5)
+    with pytest.raises(InputError, match="fine-tuned weights would be lost"):  # TensorRT's implicit INT8
+        BuildOptions.from_keywords(precision="int8", qat_steps=5, int8_path="implicit")
     parser = argparse.ArgumentParser()
     train.add_arguments(parser)
     args = parser.parse_args(["--qat", "run/checkpoint.pt", "--steps", "5"])
@@ -203,6 +205,22 @@ def test_labels_the_model_cannot_score_are_refused(tmp_path):
     with pytest.raises(InputError, match="up to class 9 but the model has 4 outputs"):
         run_qat(tiny_model(), contract(), train, x, ImageSet(x, None, "x"), 1, str(tmp_path / "q.onnx"))
     assert not os.path.exists(str(tmp_path / "q.onnx"))
+
+
+def test_a_model_torch_fx_cannot_trace_gets_one_line():
+    from trtkit.errors import InputError
+    from trtkit.precision.qat_graph import fold_batchnorm
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super(Branchy, self).__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return self.conv(x) if float(x.sum()) > 0 else self.conv(-x)
+
+    with pytest.raises(InputError, match="torch.fx, which cannot trace"):
+        fold_batchnorm(Branchy())
 
 
 # ------------------------------------------------------------------ extended: real models

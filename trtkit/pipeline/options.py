@@ -58,6 +58,13 @@ class BuildOptions(Options):
         self.qat_steps = None if qat_steps is None else int(qat_steps)
         if self.qat_steps is not None and self.qat_steps < 1:
             raise InputError("--qat-steps must be at least 1, got {}".format(qat_steps))
+        if self.qat_steps is not None and (self.tensorrt.resolved_int8_path() == "implicit"
+                                           or self.tensorrt.via == "torch2trt"):
+            raise InputError("--qat-steps makes a Q/DQ INT8 graph, and {} builds INT8 from the FP32 model: the "
+                             "fine-tuned weights would be lost".format(
+                                 "--via torch2trt" if self.tensorrt.via == "torch2trt" else
+                                 "the implicit INT8 path (--int8-path implicit or --calib-cache)"),
+                             hint="drop --qat-steps, or build the Q/DQ graph (--int8-path qdq, --via onnx)")
         if self.qat_steps is not None and "int8" not in self.precisions:
             raise InputError("--qat-steps makes the int8 variant, and --precision {} has none".format(
                 ",".join(self.precisions)), hint="add int8 to --precision (auto searches calibrated INT8 only)")

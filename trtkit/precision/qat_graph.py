@@ -106,7 +106,13 @@ def fold_batchnorm(model):
     torch = require("torch", "quantization-aware training")
     fx = torch.fx
     model = copy.deepcopy(model).eval().cpu()
-    gm = fx.symbolic_trace(model)
+    try:
+        gm = fx.symbolic_trace(model)
+    except Exception as exc:  # data-dependent control flow, unsupported Python in forward...
+        from trtkit.errors import InputError, first_line
+        raise InputError("QAT traces the model with torch.fx, which cannot trace this one: {}".format(
+            first_line(exc, 200)), hint="make forward traceable (no Python branches on tensor values), or use "
+                                        "post-training INT8")
     modules = dict(gm.named_modules())
     calls = {}
     for node in gm.graph.nodes:
