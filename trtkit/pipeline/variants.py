@@ -203,7 +203,8 @@ class VariantMaker(object):
         files = Int8Files.of(self.name, label)
         compared = ImageSet(calibration.images[:128], None, calibration.identity)
         report = run_qat(model, self.contract, train, calibration.images, compared, steps,
-                         self._path(files.onnx), method=self.config.method, seed=self.config.seed)
+                         self._path(files.onnx), method=self.config.method, seed=self.config.seed,
+                         opset=self._qat_opset())
         report.update(source=str(self.data), runtimes_compared_on="the first {} calibration images".format(
             len(compared.images)))
         write_json(self._path(files.report), report)
@@ -212,6 +213,15 @@ class VariantMaker(object):
                                              "quantized_tensors": report["quantized_tensors"],
                                              "runtimes": report["runtimes"], "seconds": report["seconds"]}}
         return Variant(label, "int8", self._path(files.onnx), meta)
+
+    def _qat_opset(self):
+        """The FP32 graph's opset when it is below the TorchScript exporter's default (a build for an older
+        TensorRT parser chose it), else that default: the QAT graph is read by the same parser."""
+        from trtkit.deps import require
+        from trtkit.onnx.opsets import DEFAULT_OPSET
+        model = require("onnx", "reading the FP32 ONNX").load(self.fp32_onnx, load_external_data=False)
+        found = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+        return min(found[0], DEFAULT_OPSET) if found else DEFAULT_OPSET
 
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""

@@ -126,12 +126,15 @@ def fake_quant_logits(gm, images, batch_size=64):
     return np.concatenate(out)
 
 
-def export_qat(gm, dst, contract, opset=17):
-    """Write the deployed Q/DQ ONNX of ``gm`` to ``dst`` (``qat_onnx.write_qat_qdq``, placement checked);
-    the fake-quant export sits beside it only while this runs. Returns the placement
+def export_qat(gm, dst, contract, opset=None):
+    """Write the deployed Q/DQ ONNX of ``gm`` to ``dst`` (``qat_onnx.write_qat_qdq``, placement checked) at
+    ``opset`` (None: the TorchScript exporter's default, ``opsets.DEFAULT_OPSET``; 13 at least, per-channel
+    Q/DQ); the fake-quant export sits beside it only while this runs. Returns the placement
     ({(tensor, range tensor): consumer ops})."""
     torch = require("torch", "exporting the QAT model")
     from trtkit.precision.qat_onnx import export_fake_quant, write_qat_qdq
+    from trtkit.onnx.opsets import DEFAULT_OPSET
+    opset = max(13, int(opset or DEFAULT_OPSET))
     raw = dst + ".fakequant.onnx"
     try:
         export_fake_quant(gm, raw, torch.zeros((2,) + tuple(contract.shape)), opset)
@@ -165,11 +168,11 @@ def agreement(got, reference):
 
 
 def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_onnx, batch_size=DEFAULT_BATCH,
-            lr=DEFAULT_LR, method="entropy", seed=0, checkpoint=None):
+            lr=DEFAULT_LR, method="entropy", seed=0, checkpoint=None, opset=None):
     """The whole recipe: returns the report (JSON-ready); writes ``out_onnx`` (and ``checkpoint``: the
     fine-tuned weights back in ``model``'s architecture, BatchNorm as identity, see ``qat_graph.unfold_into``).
     ``train_set`` (an ImageSet with labels) is what the fine-tune sees; ``heldout`` (an ImageSet, labels
-    optional) is where the runtimes are compared and accuracy measured."""
+    optional) is where the runtimes are compared and accuracy measured; ``opset``: ``export_qat``'s."""
     import time
     from trtkit.precision.qat_graph import unfold_into
     start = time.time()
@@ -177,7 +180,7 @@ def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_
     before = fake_quant_logits(gm, heldout.images)
     _check_labels(train_set.labels, before.shape[1])
     losses = finetune(gm, train_set.images, train_set.labels, steps, batch_size, lr, seed)
-    placement = export_qat(gm, out_onnx, contract)
+    placement = export_qat(gm, out_onnx, contract, opset)
     runtimes = compare_runtimes(gm, out_onnx, heldout.images)
     after = fake_quant_logits(gm, heldout.images)
     report = {"steps": int(steps), "batch_size": int(batch_size), "lr": float(lr), "calibration_method": method,

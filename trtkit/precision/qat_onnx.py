@@ -25,7 +25,7 @@ class QatPlacementError(TrtkitError):
     """The fake-quant points of the PyTorch graph are not where ``tensorrt_edges`` puts Q/DQ."""
 
 
-def export_fake_quant(gm, path, example, opset=17):
+def export_fake_quant(gm, path, example, opset):
     """Export ``gm`` (fake quant on, exportable forward) to ``path`` with the TorchScript exporter."""
     torch = require("torch", "exporting the QAT model")
     from trtkit.onnx.export import _export_torchscript
