@@ -17,6 +17,7 @@ import numpy as np
 
 from trtkit.deps import require
 from trtkit.errors import TrtkitError
+from trtkit.onnx.normalize import constant_value as _constant
 
 QAT_DOC = "trtkit INT8 Q/DQ (tensorrt encoding, quantization-aware fine-tuned)"
 
@@ -39,15 +40,6 @@ def export_fake_quant(gm, path, example, opset):
     return path
 
 
-def _constant(model, name):
-    numpy_helper = require("onnx.numpy_helper")
-    for init in model.graph.initializer:
-        if init.name == name:
-            return numpy_helper.to_array(init)
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.output[0] == name:
-            return numpy_helper.to_array(node.attribute[0].t)
-    return None
 
 
 def strip_qdq(model):
