@@ -20,6 +20,7 @@ EPILOG = """examples:
   train.py --data cifar-10-batches-py --mode amp --epochs 30 --flip --out runs/c10
   train.py --data sample --compare fp32,amp --out runs/cmp    table + compare.csv/json/png
   train.py --resume runs/c10/checkpoint.pt --out runs/c10     continue exactly where it stopped
+  train.py --qat runs/digits/checkpoint.pt --steps 200 --out runs/qat   INT8 quantization-aware fine-tune
   build_engine.py --checkpoint runs/digits/checkpoint.pt      deploy the result"""
 
 
@@ -56,7 +57,7 @@ def add_arguments(parser):
     opt = parser.add_argument_group("optimization")
     opt.add_argument("--epochs", type=int, default=None, help="default: 6")
     opt.add_argument("--steps", type=int, default=None,
-                     help="detection: training steps of --batch-size images (default: 400)")
+                     help="detection: training steps of --batch-size images (default: 400); --qat: fine-tuning steps (default: 200)")
     opt.add_argument("--batch-size", type=int, default=None, help="default: 64")
     opt.add_argument("--optimizer", default=None, choices=["sgd", "adamw"], help="default: sgd")
     opt.add_argument("--lr", type=float, default=None, help="peak learning rate (default: sgd 0.1 x batch size / 256 from batch 128 up, the linear "
@@ -79,6 +80,13 @@ def add_arguments(parser):
     run.add_argument("--stop-after", type=int, default=None, metavar="EPOCHS",
                      help="stop after this many epochs of this call (resume later)")
     run.add_argument("--json", action="store_true", help="print metrics (or the comparison) as JSON")
+    qat = parser.add_argument_group("quantization-aware fine-tuning")
+    qat.add_argument("--qat", default=None, metavar="CHECKPOINT",
+                     help="fine-tune this trained classifier checkpoint with INT8 fake quantization where trtkit's "
+                          "TensorRT Q/DQ graph quantizes (BatchNorm folded) for --steps steps (default 200) on "
+                          "--data's labelled train split; writes OUT/{} (the Q/DQ ONNX, checked against the "
+                          "placement and run on ONNX Runtime and OpenVINO), OUT/checkpoint.pt and OUT/qat.json "
+                          "(FP32, post-training INT8 and QAT INT8 held-out accuracy)".format("model.int8-qat.onnx"))
 
 
 _SETTINGS = ("data", "limit", "model", "stem", "input_size", "mode", "channels_last", "device", "init_scale",
@@ -97,6 +105,8 @@ def run(args):
     from trtkit import log
     from trtkit.errors import InputError
     from trtkit.training.loop import CHECKPOINT_NAME
+    if args.qat is not None:
+        return _train_qat(args, json)
     if args.resume is not None:
         if args.compare:
             raise InputError("--resume continues one run; it cannot be combined with --compare")
@@ -134,6 +144,27 @@ def run(args):
     from trtkit.training.runner import run_training
     result = run_training(config, args.out, stop_after=args.stop_after)
     return _finish_one(args, result, json)
+
+
+def _train_qat(args, json):
+    """``--qat CHECKPOINT``: ``training.qat_run``; the table, or the report as JSON."""
+    from trtkit import log
+    from trtkit.errors import InputError
+    clashes = [flag for flag, value in (("--resume", args.resume), ("--compare", args.compare),
+                                        ("--task", args.task)) if value is not None]
+    if clashes:
+        raise InputError("--qat fine-tunes one classifier checkpoint; it cannot be combined with {}".format(
+            clashes[0]), hint="drop " + clashes[0])
+    ignored = [k for k in ("model", "stem", "input_size", "mode", "epochs", "optimizer", "weight_decay", "warmup",
+                           "clip_grad", "flip") if getattr(args, k, None) is not None]
+    if ignored:
+        log.warn("--qat keeps the checkpoint's model and trains in FP32 with SGD; ignoring --{}".format(
+            ", --".join(k.replace("_", "-") for k in ignored)))
+    from trtkit.training.qat_run import format_report, train_qat
+    report = train_qat(args.qat, args.out, data=args.data, steps=args.steps, batch_size=args.batch_size,
+                       lr=args.lr, limit=args.limit, seed=args.seed or 0)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
 
 
 def _train_detector(args, json):

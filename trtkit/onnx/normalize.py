@@ -137,6 +137,20 @@ def subgraph_inputs(node):
     return names
 
 
+def constant_value(model, name):
+    """The value of ``name`` when it is an initializer or a Constant node's output, else None."""
+    numpy_helper = require("onnx.numpy_helper")
+    for init in model.graph.initializer:
+        if init.name == name:
+            return numpy_helper.to_array(init)
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] == name:
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    return numpy_helper.to_array(attribute.t)
+    return None
+
+
 def drop_unused_initializers(model):
     """Remove the initializers no node (subgraphs included) and no output reads, in place."""
     used = set(o.name for o in model.graph.output)

@@ -36,7 +36,7 @@ class BuildOptions(Options):
     def __init__(self, source=None, precisions=("fp32", "fp16"), backend="auto", out=DEFAULT_OUT, data="sample",
                  verify_images=DEFAULT_VERIFY_IMAGES, batch_size=32, tolerance=1e-3, strict=False,
                  throughput_seconds=1.0, throughput_batch=8, min_agreement=None, calibration=None, tensorrt=None,
-                 search=None, diagnosis=None):
+                 search=None, diagnosis=None, qat_steps=None):
         self.source = source or ModelOptions()
         self.precisions = parse_precisions(precisions)
         self.backend = backend
@@ -54,6 +54,20 @@ class BuildOptions(Options):
         self.search = search or SearchConfig()
         self.diagnosis = diagnosis or DiagnosisOptions()
         self.auto = self.precisions == ["auto"]
+        # INT8 by quantization-aware fine-tuning of the PyTorch model (precision.qat) instead of calibration alone
+        self.qat_steps = None if qat_steps is None else int(qat_steps)
+        if self.qat_steps is not None and self.qat_steps < 1:
+            raise InputError("--qat-steps must be at least 1, got {}".format(qat_steps))
+        if self.qat_steps is not None and (self.tensorrt.resolved_int8_path() == "implicit"
+                                           or self.tensorrt.via == "torch2trt"):
+            raise InputError("--qat-steps makes a Q/DQ INT8 graph, and {} builds INT8 from the FP32 model: the "
+                             "fine-tuned weights would be lost".format(
+                                 "--via torch2trt" if self.tensorrt.via == "torch2trt" else
+                                 "the implicit INT8 path (--int8-path implicit or --calib-cache)"),
+                             hint="drop --qat-steps, or build the Q/DQ graph (--int8-path qdq, --via onnx)")
+        if self.qat_steps is not None and "int8" not in self.precisions:
+            raise InputError("--qat-steps makes the int8 variant, and --precision {} has none".format(
+                ",".join(self.precisions)), hint="add int8 to --precision (auto searches calibrated INT8 only)")
         if self.batch_size < 1 or self.throughput_batch < 1:
             raise InputError("batch sizes must be at least 1 (--batch-size {}, --throughput-batch {})".format(
                 batch_size, throughput_batch))
@@ -82,6 +96,7 @@ class BuildOptions(Options):
                   "tolerance": self.tolerance, "min_agreement": self.min_agreement}
         if "int8" in self.precisions or self.auto:
             record["calibration"] = self.calibration.to_dict()
+            record["qat_steps"] = self.qat_steps
         if self.auto:
             record["search"] = self.search.to_dict()
         if self.diagnosis.enabled:
@@ -125,7 +140,13 @@ class BuildOptions(Options):
                    "mIoU, and with masks an mIoU within 1 point of FP32's; classification default: {})".format(",".join(
                        "{}={:g}".format(k, v) for k, v in sorted(DEFAULT_MIN_AGREEMENT.items())))),
     )
-    FIELDS = BUILD + VERIFICATION
+    QAT = (
+        Field("qat_steps", type=int, metavar="N",
+              help="make the INT8 variant by quantization-aware fine-tuning: N SGD steps of the PyTorch model with "
+                   "INT8 fake quantization where the TensorRT Q/DQ graph quantizes, on the calibration source's "
+                   "labelled train split (a PyTorch model only; default: post-training calibration)"),
+    )
+    FIELDS = BUILD + VERIFICATION + QAT
 
     @classmethod
     def add_arguments(cls, parser):
@@ -136,6 +157,7 @@ class BuildOptions(Options):
         TensorRTOptions.add_arguments(parser)
         add_fields(parser.add_argument_group("verification"), cls.VERIFICATION)
         CalibrationConfig.add_arguments(parser)
+        add_fields(parser.add_argument_group("quantization-aware fine-tuning (INT8)"), cls.QAT)
         DiagnosisOptions.add_arguments(parser)
         SearchConfig.add_arguments(parser)
 

@@ -18,6 +18,7 @@ import time
 
 from trtkit import log, tasks
 from trtkit.backends.base import BuildInputs
+from trtkit.errors import InputError
 from trtkit.pipeline.options import BuildOptions  # noqa: F401  (callers import it from here with build())
 from trtkit.pipeline.gate import advice, agreement_name, miou_threshold, threshold
 from trtkit.pipeline.manifest import new_manifest, save_manifest
@@ -224,6 +225,11 @@ def _build_into(options, folder):
     backend, why = select_backend(options.backend)
     log.info("backend: {} ({})".format(backend.name, why))
     source = resolve_model(options.source, folder.staging)
+    if options.qat_steps is not None and source.torch_model is None:
+        raise InputError("--qat-steps fine-tunes a PyTorch model, and {} is an ONNX graph: QAT needs the model's "
+                         "PyTorch source".format(source.name),
+                         hint="build from the PyTorch model (--checkpoint, or trtkit.build(model=...)), or drop "
+                              "--qat-steps for post-training INT8")
     options = options.for_task(tasks.of(source.info.get("task")))  # its own INT8 ranges (a detector's minmax)
     state = _Build(options, folder, backend, source)
     data = _select_verify_data(state)
@@ -240,6 +246,8 @@ def _build_into(options, folder):
     state.maker = VariantMaker(state.fp32_onnx, state.name, state.source.contract, options.calibration,
                                state.data, backend.int8_encoding, folder.staging,
                                images=state.plan.calibration.selection if state.plan.calibration else None)
+    if options.qat_steps is not None:
+        state.maker.use_qat(state.source.torch_model, options.qat_steps)
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),

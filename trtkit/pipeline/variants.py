@@ -94,6 +94,12 @@ class VariantMaker(object):
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
         self._calibrated = {}  # calibration results by method
         self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
+        self._qat = None  # (PyTorch model, steps): INT8 by quantization-aware fine-tuning (``use_qat``)
+
+    def use_qat(self, torch_model, steps):
+        """Make the plain INT8 variant by quantization-aware fine-tuning of ``torch_model`` for ``steps``
+        (``qat_int8``) instead of calibrating the FP32 graph; mixed variants still start from calibration."""
+        self._qat = (torch_model, int(steps))
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -141,6 +147,8 @@ class VariantMaker(object):
         ``files`` (an Int8Files) names what is written; ``files.onnx`` None writes no Q/DQ ONNX (the variant's
         ``onnx_path`` is then None: ``trtkit calibrate`` without ``--write-qdq``).
         """
+        if self._qat is not None and method is None and label == "int8" and files is None and result is None:
+            return self.qat_int8()
         from trtkit.precision.calibrate import Int8Calibration, save_qdq
         from trtkit.precision.trt_cache import write_cache
         files = files or Int8Files.of(self.name, label)
@@ -176,6 +184,44 @@ class VariantMaker(object):
                                "made_on": this_cpu().describe()}
         calibration = Int8Calibration(result, self.calibration_images(), cache_path)
         return Variant(label, "int8", onnx_path, meta, calibration)
+
+    def qat_int8(self, label="int8"):
+        """The INT8 variant by ``precision.qat.run_qat``: scales from the calibration images, fine-tuned on the
+        calibration source's labelled train split, the Q/DQ ONNX in the ``tensorrt`` encoding (its placement
+        checked; ONNX Runtime and OpenVINO run it too), its report beside it; the manifest records how INT8 was
+        made (``int8_method``: qat)."""
+        from trtkit.data import ImageSet, select
+        from trtkit.errors import InputError
+        from trtkit.precision.qat import run_qat
+        model, steps = self._qat
+        train = select(self.data, self.contract, split="train").load(progress=False)
+        if train.labels is None or (train.labels < 0).any():
+            raise InputError("--qat-steps needs labelled training images and {} has none".format(self.data),
+                             hint="give --calib-data a folder of class sub-folders (or drop --qat-steps)")
+        calibration = self.calibration_images()
+        calibration = calibration if isinstance(calibration, ImageSet) else calibration.load(progress=False)
+        files = Int8Files.of(self.name, label)
+        compared = ImageSet(calibration.images[:128], None, calibration.identity)
+        report = run_qat(model, self.contract, train, calibration.images, compared, steps,
+                         self._path(files.onnx), method=self.config.method, seed=self.config.seed,
+                         opset=self._qat_opset())
+        report.update(source=str(self.data), runtimes_compared_on="the first {} calibration images".format(
+            len(compared.images)))
+        write_json(self._path(files.report), report)
+        meta = {"int8_method": "qat", "int8_encoding": "tensorrt", "float_layers": float_layer_record(
+            self._path(files.onnx)), "qat": {"steps": steps, "report": files.report, "data": str(self.data),
+                                             "quantized_tensors": report["quantized_tensors"],
+                                             "runtimes": report["runtimes"], "seconds": report["seconds"]}}
+        return Variant(label, "int8", self._path(files.onnx), meta)
+
+    def _qat_opset(self):
+        """The FP32 graph's opset when it is below the TorchScript exporter's default (a build for an older
+        TensorRT parser chose it), else that default: the QAT graph is read by the same parser."""
+        from trtkit.deps import require
+        from trtkit.onnx.opsets import DEFAULT_OPSET
+        model = require("onnx", "reading the FP32 ONNX").load(self.fp32_onnx, load_external_data=False)
+        found = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+        return min(found[0], DEFAULT_OPSET) if found else DEFAULT_OPSET
 
     def mixed_graph(self, ranges, keep_float):
         """The in-memory Q/DQ ModelProto with the layers in ``keep_float`` left in float (search trials)."""

@@ -48,26 +48,13 @@ import numpy as np
 from trtkit.detect.decoders import tails, topk
 from trtkit.detect.decoders.base import check_known, choice, fail, flag
 from trtkit.errors import InputError
+from trtkit.onnx.normalize import constant_value as _constant
 
 PARAMS = ("boxes", "scores", "center_point_box", "order", "normalized", "class_agnostic", "best_class",
           "score_layout", "iou_threshold", "score_threshold", "max_output_boxes_per_class", "detections")
 _THROUGH = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 NORMALIZED_SPAN = 1.5  # a zero image's boxes within this: fractions of the input
 CLASS_INDEX_DEPTH = 10  # how far up an Add's operand an ArgMax makes it a class offset
-
-
-def _constant(model, name):
-    """The value of ``name`` when it is an initializer or a Constant node's output, else None."""
-    from onnx import numpy_helper
-    for init in model.graph.initializer:
-        if init.name == name:
-            return numpy_helper.to_array(init)
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.output[0] == name:
-            for attribute in node.attribute:
-                if attribute.name == "value":
-                    return numpy_helper.to_array(attribute.t)
-    return None
 
 
 def find(model):
