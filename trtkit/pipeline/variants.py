@@ -193,8 +193,13 @@ class VariantMaker(object):
         from trtkit.data import ImageSet, select
         from trtkit.errors import InputError
         from trtkit.precision.qat import run_qat
+        from trtkit.precision.qat import DEFAULT_BATCH, MAX_TRAIN_IMAGES
         model, steps = self._qat
-        train = select(self.data, self.contract, split="train").load(progress=False)
+        # the images the steps see, drawn by the calibration seed, at most MAX_TRAIN_IMAGES: memory bounded by the
+        # fine-tune, not by the size of the user's training folder
+        wanted = min(MAX_TRAIN_IMAGES, max(1, steps) * DEFAULT_BATCH)
+        train = select(self.data, self.contract, split="train", limit=wanted, seed=self.config.seed).load(
+            progress=False)
         if train.labels is None or (train.labels < 0).any():
             raise InputError("--qat-steps needs labelled training images and {} has none".format(self.data),
                              hint="give --calib-data a folder of class sub-folders (or drop --qat-steps)")

@@ -25,6 +25,7 @@ from trtkit.deps import available, require
 
 DEFAULT_LR = 1e-3
 DEFAULT_BATCH = 64
+MAX_TRAIN_IMAGES = 2048  # a build's fine-tune draws at most this many training images (in memory: 2048 x one input)
 DEFAULT_STEPS = 200
 
 
