@@ -153,6 +153,7 @@ def test_bad_calibration_input(fp32_onnx, calib_set, contract, tmp_path):
     gray = ImageSet(np.zeros((32, 1, 64, 64), np.float32), None, "gray", source="test")
     with pytest.raises(InputError, match="1x64x64"):
         calibrate(fp32_onnx, gray, batch_size=8, use_cache=False)
+
     empty = tmp_path / "empty"
     (empty / "cats").mkdir(parents=True)
     with pytest.raises(InputError, match="no images"):
@@ -163,7 +164,27 @@ def test_bad_calibration_input(fp32_onnx, calib_set, contract, tmp_path):
         load_calibration_images(str(tmp_path / "bad.npy"), contract, 16)
 
 
+def test_fewer_images_than_the_default_batch_are_calibrated_whole():
+    """Blind test (MediaPipe pose detection, 36 photos): the seeded split gave 29 calibration images, fewer than
+    the default batch of 32, and the INT8 variant failed the whole build; the default batch now shrinks to the
+    images (the ranges do not depend on it: below), a batch the user gave does not."""
+    from trtkit.precision.config import CalibrationConfig
+    config = CalibrationConfig()
+    assert config.batch_for(29) == 29 and config.batch_for(100) == 32 and config.to_dict()["batch"] == 32
+    assert config.to_keywords()["calib_batch_size"] is None  # left to the default through a round trip
+    assert CalibrationConfig(batch=32).batch_for(29) == 32
+
+
+@pytest.mark.extended
+def test_calibration_ranges_do_not_depend_on_the_batch(fp32_onnx, calib_set):
+    from trtkit.precision.calibrate import calibrate
+    few = ImageSet(calib_set.images[:3], None, "few", source="test")
+    whole = calibrate(fp32_onnx, few, batch_size=3, use_cache=False)
+    assert whole.ranges == calibrate(fp32_onnx, few, batch_size=1, use_cache=False).ranges
+
+
 # ------------------------------------------------------------------ encodings
+
 
 def _ort_logits(path, images):
     import onnxruntime as ort

@@ -359,3 +359,61 @@ def test_a_grey_model_with_the_opencv_filter_reads_files_as_cv2_imread_grayscale
     turned = InputContract(size=(28, 40), channels=1, resize="stretch", resize_filter="opencv", mean=0, std=1,
                            pixel_scale=255, exif_orientation="apply")
     assert np.array_equal(read_image(str(tmp_path / "turned.png"), turned), fixture["png_grey_resized"][None])
+
+
+# MediaPipe's ImageToTensorCalculator (keep_aspect_ratio, BORDER_ZERO) on CPU is cv2.warpPerspective of the image's
+# centred square onto the input, corner to corner: OpenCV 4.10.0's output for these two random grey images
+# (7x11 -> 8x8, 13x5 -> 6x6), the fixture written by cv2.getPerspectiveTransform + warpPerspective(INTER_LINEAR)
+_WARP_IN = {
+    (7, 11): [[139, 74, 229, 241, 169, 65, 6, 160, 149, 106, 38],
+              [175, 188, 205, 175, 229, 98, 249, 10, 148, 95, 86],
+              [147, 198, 66, 39, 106, 213, 171, 45, 167, 57, 69], [81, 55, 14, 153, 178, 215, 76, 52, 39, 250, 72],
+              [215, 50, 161, 223, 112, 172, 161, 233, 38, 17, 89], [1, 221, 6, 242, 127, 143, 6, 60, 210, 94, 25],
+              [166, 33, 249, 189, 12, 204, 33, 57, 124, 30, 199]],
+    (13, 5): [[72, 220, 3, 209, 122], [136, 147, 77, 133, 82], [115, 87, 162, 230, 70], [71, 240, 62, 47, 184],
+              [31, 34, 63, 65, 146], [197, 142, 253, 81, 133], [240, 113, 30, 247, 103], [122, 31, 19, 42, 129],
+              [141, 136, 33, 149, 161], [0, 178, 141, 107, 35], [107, 130, 72, 27, 217], [254, 99, 13, 195, 206],
+              [59, 228, 235, 202, 183]]}
+_WARP_OUT = {
+    (7, 11): [[0, 0, 0, 0, 0, 0, 0, 0], [52, 50, 89, 59, 13, 53, 52, 24], [166, 179, 196, 198, 139, 65, 136, 83],
+              [139, 135, 55, 127, 186, 60, 134, 74], [148, 66, 163, 151, 156, 140, 62, 100],
+              [28, 134, 186, 128, 86, 75, 162, 52], [125, 86, 153, 27, 89, 41, 75, 102], [0, 0, 0, 0, 0, 0, 0, 0]],
+    (13, 5): [[0, 0, 123, 106, 42, 0], [0, 0, 109, 174, 30, 0], [0, 0, 82, 99, 49, 0], [0, 0, 144, 85, 40, 0],
+              [0, 0, 88, 113, 27, 0], [0, 0, 187, 95, 71, 0]]}
+
+
+@pytest.mark.parametrize("shape", sorted(_WARP_IN))
+def test_asymmetric_letterbox_is_mediapipes_image_to_tensor(shape):
+    """Blind test (MediaPipe palm detection): cv2.resize's half-pixel sampling and a letterbox rounded to whole
+    pixels fed the palm detector another image (F1 0.899 against MediaPipe: 9 palms more than its 40); ``asymmetric``
+    samples as MediaPipe's warp does, centred unrounded, the border blended with the padding: within one level."""
+    image = np.array(_WARP_IN[shape], dtype=np.uint8)
+    expected = np.array(_WARP_OUT[shape], dtype=np.float32)
+    contract = InputContract(size=expected.shape[0], channels=1, mean=(0.0,), std=(1.0,), pixel_scale=255.0,
+                             resize="letterbox", resize_filter="asymmetric", pad_value=0)
+    got = preprocess(image, contract)[0]
+    assert np.abs(got - expected).max() <= 1.0
+    assert (got != expected).mean() < 0.05
+    from trtkit.data.preprocess import placement
+    width, height = shape[1], shape[0]
+    new_w, new_h, left, top = placement((width, height), contract)  # unrounded, centred
+    side = float(max(width, height))
+    assert new_w == pytest.approx(width * contract.width / side)
+    assert new_h == pytest.approx(height * contract.height / side)
+    from trtkit.data.boxes.geometry import boxes_to_original
+    whole = np.array([[-left, -top, -left + new_w, -top + new_h]])  # the image's extent inside the input
+    assert boxes_to_original(whole, (width, height), (new_w, new_h, left, top)) == pytest.approx(
+        np.array([[0, 0, width, height]]), abs=1e-4)
+
+
+def test_asymmetric_filter_samples_without_half_pixel_centres():
+    """``stretch`` with ``asymmetric``: input pixel x is the image's x * w / W (a ramp keeps its slope, its first
+    pixel the image's first), the edge pixel repeated past the image (no padding in stretch)."""
+    ramp = np.tile((np.arange(10) * 20).astype(np.uint8), (4, 1))
+    contract = InputContract(size=(4, 5), channels=1, mean=(0.0,), std=(1.0,), pixel_scale=255.0, resize="stretch",
+                             resize_filter="asymmetric")
+    got = preprocess(ramp, contract)[0]
+    assert got[0].tolist() == [0.0, 40.0, 80.0, 120.0, 160.0]
+    wide = InputContract(size=(4, 20), channels=1, mean=(0.0,), std=(1.0,), pixel_scale=255.0, resize="stretch",
+                         resize_filter="asymmetric")
+    assert preprocess(ramp, wide)[0][0, -2:].tolist() == [180.0, 180.0]

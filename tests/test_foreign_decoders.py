@@ -215,6 +215,20 @@ def test_dfl_concatenated_and_transposed_outputs(tmp_path):
     _check(decoded, reference, 3)
 
 
+def test_mediapipe_anchors_decoded_by_variances_are_named(tmp_path, capsys):
+    """Blind test (MediaPipe palm detection): ``strides=8,16,16,16`` without ``scale=192`` built green and found
+    none of MediaPipe's palms (F1 0.000: SSD's variances on 1 x 1 anchors); the build now says what to pass."""
+    from trtkit.pipeline.foreign_detector import decode_graph
+    blaze = _export(PriorsHead(columns=16, classes=1), tmp_path / "blaze.onnx", ["regressors", "classificators"])
+    capsys.readouterr()
+    decode_graph(onnx.load(blaze), "priors", ["strides=8,16,16"], None)
+    said = capsys.readouterr().err
+    assert "MediaPipe's anchors" in said and "--decoder-param scale={}".format(SIZE) in said
+    for given in (["strides=8,16,16", "scale=64"], ["strides=8,16,16", "coding=variances"]):
+        decode_graph(onnx.load(blaze), "priors", given, None)
+        assert "MediaPipe's anchors" not in capsys.readouterr().err
+
+
 def test_priors_generated_anchors_variances_and_scale_coding(tmp_path):
     path = _export(PriorsHead(), tmp_path / "ssd.onnx", ["regressors", "classificators"])
     decoded, reference, params, _ = _decode(path, "priors", {"strides": "8,16,16", "activation": "softmax"})

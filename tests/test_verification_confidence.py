@@ -86,6 +86,22 @@ def _record(name, precision, variant, reference, labels, ips, status="ok"):
             "throughput_ips": ips}
 
 
+def test_a_failing_int8_is_not_told_to_try_the_method_it_used(capsys):
+    """Blind test (MediaPipe palm detection): an INT8 calibrated with --calib-method percentile failed its gate
+    and was told to try percentile; the advice now leaves out the method the artifact used."""
+    from trtkit.pipeline.gate import judge
+    from trtkit.pipeline.run import gate_summary
+    reference, _, labels = _stand_in(160, 0)
+    record = _record("m.int8", "int8", np.roll(reference, 1, axis=0), reference, labels, 100.0)
+    record["calibration"] = {"method": "percentile"}
+    capsys.readouterr()
+    judge(record, 0.98)
+    said = capsys.readouterr().err
+    assert record["status"] == "failing" and "--calib-method (minmax, entropy; this one used percentile)" in said
+    summary = gate_summary({"artifacts": [record]})
+    assert "this one used percentile" in summary and "(percentile, minmax)" not in summary
+
+
 def test_a_gate_passed_on_the_estimate_but_not_its_bound_says_so():
     from trtkit.pipeline.gate import judge
     reference, _, labels = _stand_in(160, 0)

@@ -20,9 +20,11 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 CROP_FRACTION = 0.875  # ImageNet evaluation: shorter side to size / 0.875, then the centre crop
 RESIZE_MODES = ("crop", "pad", "height", "letterbox", "stretch")
 # how pixels are interpolated when resizing: PIL's bilinear (antialiased when shrinking, as torchvision's PIL
-# transforms) or OpenCV's INTER_LINEAR (not antialiased: cv2.resize, as most TF/TFLite/MediaPipe/OpenCV packages
-# feed their models; measured: fer's emotion model gave another answer on 20% of shrunk faces under PIL's)
-RESIZE_FILTERS = ("pil", "opencv")
+# transforms), OpenCV's INTER_LINEAR (not antialiased: cv2.resize, as most TF/TFLite/OpenCV packages feed their
+# models; measured: fer's emotion model gave another answer on 20% of shrunk faces under PIL's) or bilinear without
+# half-pixel centres (asymmetric: MediaPipe's ImageToTensorCalculator; measured: its palm detector agreed with
+# MediaPipe at F1 0.899 under opencv's sampling, 9 palms more than its 40, docs/blind-tests.md)
+RESIZE_FILTERS = ("pil", "opencv", "asymmetric")
 # a photo's EXIF orientation: the pixels as stored (PIL, torchvision's loaders; default) or turned upright as
 # OpenCV's imread does (measured: face-mask-detector reads with cv2.imread; on phone photos stored sideways
 # with an orientation tag trtkit answered like it on the upright copies only)
@@ -81,7 +83,7 @@ class InputContract(object):
                          hint="use {} or {}".format(", ".join(RESIZE_MODES[:-1]), RESIZE_MODES[-1]))
         self.resize_filter = str(resize_filter).lower()
         if self.resize_filter not in RESIZE_FILTERS:
-            raise InputError("unknown resize filter '{}'".format(resize_filter), hint="use pil or opencv")
+            raise InputError("unknown resize filter '{}'".format(resize_filter), hint="use pil, opencv or asymmetric")
         self.exif_orientation = str(exif_orientation).lower()
         if self.exif_orientation not in EXIF_ORIENTATIONS:
             raise InputError("unknown EXIF orientation handling '{}'".format(exif_orientation),
@@ -392,9 +394,11 @@ FIELDS = (
                "centred on grey 114 (ultralytics' YOLO); stretch: plain resize"),
     Field("resize_filter", choices=list(RESIZE_FILTERS),
           help="pixel interpolation when resizing: pil (PIL's bilinear, antialiased when shrinking, as torchvision's "
-               "PIL transforms; default) or opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite, "
-               "MediaPipe and OpenCV-based packages feed their models, and for one channel cv2.imread's grey; match "
-               "the model's own pipeline)"),
+               "PIL transforms; default), opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite "
+               "and OpenCV-based packages feed their models, and for one channel cv2.imread's grey) or asymmetric "
+               "(bilinear without half-pixel centres, not antialiased: MediaPipe's ImageToTensorCalculator, TF1's "
+               "resize_bilinear; with letterbox, MediaPipe's keep_aspect_ratio centred unrounded; padding 0 for "
+               "MediaPipe's BORDER_ZERO: --pad-value 0); match the model's own pipeline"),
     Field("pad_value", parse=float, type=float, metavar="V",
           help="the pixel value (0-255) padding holds for pad, height and letterbox, normalized as the image "
                "(default: zeros after normalization; letterbox 114): 114 for YOLOX-style models pasted on grey"),

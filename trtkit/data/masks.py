@@ -39,7 +39,7 @@ def preprocess_mask(mask, contract, ignore_index=IGNORE_INDEX):
     elif mask.mode not in ("P", "L", "I", "I;16"):
         raise InputError("a mask image must hold class indices (a palette or grey-level PNG), not mode {}".format(
             mask.mode), hint="save masks as PNG with one class index per pixel")
-    new_w, new_h, left, top = placement(mask.size, contract)
+    new_w, new_h, left, top = (int(round(v)) for v in placement(mask.size, contract))  # asymmetric letterbox: floats
     if mask.size != (new_w, new_h):
         mask = mask.resize((new_w, new_h), Image.NEAREST)
     if contract.resize == "crop":

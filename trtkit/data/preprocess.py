@@ -20,7 +20,13 @@ mode (uint8 for 'L'/'RGB'), as torchvision's transforms do on PIL images:
 
 ``resize_filter`` ``opencv`` resizes as ``cv2.resize(..., INTER_LINEAR)`` does
 instead (``opencv_linear``): half-pixel centres, two source pixels per axis
-whatever the scale, so no antialiasing when shrinking.
+whatever the scale, so no antialiasing when shrinking. ``asymmetric``
+(``asymmetric_sample``) samples the input's pixel x at the image's x * w / new_w,
+no half-pixel centres, as MediaPipe's ImageToTensorCalculator (a corner-to-corner
+``cv2.warpPerspective``), TF1's ``resize_bilinear`` and ONNX Resize's
+``asymmetric`` mode do; its ``letterbox`` is MediaPipe's ``keep_aspect_ratio``:
+the image's longer side fills the input exactly, centred at a fraction of a
+pixel, the border blended with the padding.
 
 Channels: a 1-channel model gets PIL's 'L' conversion of colour images; a
 3-channel model given grayscale repeats the channel. Pixel arrays are RGB.
@@ -138,8 +144,13 @@ def placement(size, contract):
     resized to ``new_w`` x ``new_h`` and the input's pixel (x, y) is the resized image's (x + left, y + top).
     ``crop``: the centre crop's offsets; ``pad`` and ``height``: 0, 0 (the rest of the input is padding);
     ``letterbox``: minus the padding left and above (ultralytics' ``round(d / 2 - 0.1)``); ``stretch``: the
-    input itself. Masks follow it (``masks.preprocess_mask``), predicted maps go back by it
-    (``trtkit.app.maps``), boxes both ways (``trtkit.data.boxes.geometry``)."""
+    input itself; ``letterbox`` with the ``asymmetric`` filter: MediaPipe's unrounded floats. Masks follow it
+    (``masks.preprocess_mask``, rounded), predicted maps go back by it (``trtkit.app.maps``), boxes both ways
+    (``trtkit.data.boxes.geometry``)."""
+    if contract.resize == "letterbox" and contract.resize_filter == "asymmetric":  # MediaPipe: no rounding
+        ratio = min(contract.height / float(size[1]), contract.width / float(size[0]))
+        new_w, new_h = size[0] * ratio, size[1] * ratio
+        return new_w, new_h, (new_w - contract.width) / 2.0, (new_h - contract.height) / 2.0
     new_w, new_h = resize_target(size, contract)
     if contract.resize == "letterbox":
         return (new_w, new_h, -int(round((contract.width - new_w) / 2.0 - 0.1)),
@@ -200,6 +211,39 @@ def opencv_linear(pixels, new_w, new_h):
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
+def asymmetric_sample(pixels, placed, contract):
+    """uint8 (C, h, w) pixels -> float32 (C, H, W) at the contract's size: the input's pixel (x, y) takes the image's
+    point ((x + left) * w / new_w, (y + top) * h / new_h) (``placed`` = ``placement``), bilinear at OpenCV's
+    warp precision (1/32 pixel), rounded to whole levels as ``cv2.warpPerspective`` of uint8 does. Points beyond
+    the image blend with the padding's pixels in a padded mode (MediaPipe's BORDER_ZERO, padding 0), else with
+    the edge pixel."""
+    new_w, new_h, left, top = placed
+    channels, height, width = pixels.shape
+    padded = contract.resize in PADDED
+    fill = fill_values(contract).astype(np.float64) * np.asarray(contract.std) + np.asarray(contract.mean)
+    fill = fill * (255.0 / contract.pixel_scale)
+
+    def taps(source, resized, offset, count):
+        position = np.round((np.arange(count) + offset) * (float(source) / resized) * 32.0) / 32.0
+        if not padded:
+            position = np.clip(position, 0, source - 1)
+        low = np.floor(position).astype(np.int64)
+        # indices into the image with a one-pixel border of padding: -1 and ``source`` are the padding
+        return np.clip(low + 1, 0, source + 1), np.clip(low + 2, 0, source + 1), position - low
+
+    y0, y1, fy = taps(height, new_h, top, contract.height)
+    x0, x1, fx = taps(width, new_w, left, contract.width)
+    framed = np.empty((channels, height + 2, width + 2), dtype=np.float64)
+    framed[...] = fill.reshape(-1, 1, 1)[:channels] if padded else 0.0
+    framed[:, 1:-1, 1:-1] = pixels
+    if not padded:
+        framed[:, 1:-1, 0], framed[:, 1:-1, -1] = pixels[:, :, 0], pixels[:, :, -1]
+        framed[:, 0], framed[:, -1] = framed[:, 1], framed[:, -2]
+    rows = framed[:, y0] * (1 - fy)[None, :, None] + framed[:, y1] * fy[None, :, None]
+    out = rows[:, :, x0] * (1 - fx)[None, None, :] + rows[:, :, x1] * fx[None, None, :]
+    return np.round(out).astype(np.float32)
+
+
 def preprocess(image, contract, original_size=None):
     """Pixels -> float32 (C, H, W) for ``contract`` (an InputContract).
 
@@ -210,13 +254,14 @@ def preprocess(image, contract, original_size=None):
     Image = _pil()
     image = for_channels(to_pil(image), contract.channels)
     new_w, new_h, left, top = placement(original_size or image.size, contract)
-    if image.size == (new_w, new_h):
+    asymmetric = contract.resize_filter == "asymmetric"
+    if asymmetric or image.size == (new_w, new_h):
         pixels = np.asarray(image)
     elif contract.resize_filter == "opencv":
         pixels = opencv_linear(np.asarray(image), new_w, new_h)
     else:
         pixels = np.asarray(image.resize((new_w, new_h), Image.BILINEAR))
-    if contract.resize == "crop":  # the centre crop lies inside the resized image
+    if contract.resize == "crop" and not asymmetric:  # the centre crop lies inside the resized image
         pixels = pixels[top:top + contract.height, left:left + contract.width]
     pixels = pixels[None] if pixels.ndim == 2 else pixels.transpose(2, 0, 1)  # CHW views, no copy
     if contract.channels == 3:
@@ -224,6 +269,8 @@ def preprocess(image, contract, original_size=None):
             pixels = np.broadcast_to(pixels, (3,) + pixels.shape[1:])
         if contract.channel_order == "bgr":
             pixels = pixels[::-1]
+    if asymmetric:
+        pixels = asymmetric_sample(pixels, (new_w, new_h, left, top), contract)
     array = np.empty(pixels.shape, dtype=np.float32)  # one float copy, normalized in place
     if contract.pixel_scale != 255.0:
         np.divide(pixels, np.float32(255.0), out=array)

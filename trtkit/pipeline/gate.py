@@ -79,7 +79,8 @@ def judge(record, needed, miou_needed=None):
         if weak:
             record["status_detail"] = weak
     if record["status"] == "failing":
-        log.warn("{}: {}".format(record["name"], record["status_detail"]) + advice(record["precision"]))
+        log.warn("{}: {}".format(record["name"], record["status_detail"]) +
+                 advice(record["precision"], record.get("calibration")))
 
 
 def not_significant(record, needed):
@@ -134,7 +135,15 @@ def agreement_name(verification):
     return tasks.of(verification.get("task")).agreement_name(kind)
 
 
-def advice(precision):
-    """What to try when a variant of ``precision`` fails its gate."""
+def advice(precision, calibration=None):
+    """What to try when a variant of ``precision`` fails its gate; ``calibration`` (an artifact's record) names
+    the range method it used, which the advice then leaves out (a blind test's percentile INT8 was told to try
+    percentile)."""
     from trtkit.precision.types import Precision
-    return Precision.parse(precision).advice
+    found = Precision.parse(precision)
+    used = (calibration or {}).get("method")
+    if not (found.quantized and used):
+        return found.advice
+    others = [m for m in ("percentile", "minmax", "entropy") if m != used][:2]
+    return " - try another --calib-method ({}; this one used {}) or more --calib-images".format(
+        ", ".join(others), used)

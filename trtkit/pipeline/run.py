@@ -213,7 +213,10 @@ def gate_summary(manifest):
     if not failing:
         return None
     parts = ["{}: {}".format(a["name"], a["status_detail"]) for a in failing]
-    tips = [advice(p) for p in sorted(set(a["precision"] for a in failing))]
+    tips = []
+    for tip in (advice(a["precision"], a.get("calibration")) for a in failing):
+        if tip not in tips:
+            tips.append(tip)
     return "failing its verification gate: {}{}; or --precision auto to get the fastest variant that passes".format(
         "; ".join(parts), "".join(tips))
 

@@ -136,8 +136,9 @@ class VariantMaker(object):
         from trtkit.precision.calibrate import calibrate
         method = method or self.config.method
         if method not in self._calibrated:
-            self._calibrated[method] = calibrate(self.int8_source()[0], self.calibration_images(), method,
-                                                 self.config.batch, self.config.percentile,
+            images = self.calibration_images()
+            self._calibrated[method] = calibrate(self.int8_source()[0], images, method,
+                                                 self.config.batch_for(len(images)), self.config.percentile,
                                                  use_cache=self.config.use_cache)
         return self._calibrated[method]
 

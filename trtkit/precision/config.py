@@ -28,7 +28,7 @@ class CalibrationConfig(Options):
     for CPUs without VNNI; see ``trtkit.cpuinfo``).
     """
 
-    def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=DEFAULT_CALIB_BATCH,
+    def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=None,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
                  cpu_isa="auto", float_depthwise=None, bias_correction=None, equalize=None):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
@@ -44,7 +44,9 @@ class CalibrationConfig(Options):
         # each conv's output channels rescaled into the next conv before calibration (precision.equalize)
         self.equalize = equalization.check_rule(equalization.DEFAULT_RULE if equalize is None else equalize)
         self.images = int(images)
-        self.batch = int(batch)
+        # None: DEFAULT_CALIB_BATCH, or all the calibration images when they are fewer (``batch_for``)
+        self.batch_given = batch is not None
+        self.batch = int(DEFAULT_CALIB_BATCH if batch is None else batch)
         self.percentile = float(percentile)
         self.seed = int(seed)
         self.data = data
@@ -87,7 +89,15 @@ class CalibrationConfig(Options):
             values["calib_method"] = None
         if not self.float_depthwise_given:
             values["int8_float_depthwise"] = None
+        if not self.batch_given:
+            values["calib_batch_size"] = None
         return values
+
+    def batch_for(self, count):
+        """The statistics pass's batch for ``count`` calibration images: the one given, else the default or
+        ``count`` when fewer (the ranges do not depend on it: a small data folder's 29 images are calibrated
+        whole instead of failing the INT8 variant)."""
+        return self.batch if self.batch_given or count < 1 else min(self.batch, count)
 
     def to_dict(self):
         return {"method": self.method, "images": self.images, "batch": self.batch,
@@ -119,7 +129,8 @@ class CalibrationConfig(Options):
         Field("calib_percentile", "percentile", type=float, metavar="P",
               help="percentile for --calib-method percentile (default: {:g})".format(DEFAULT_PERCENTILE)),
         Field("calib_batch_size", "batch", type=int, metavar="B",
-              help="batch size of the statistics pass (default: {})".format(DEFAULT_CALIB_BATCH)),
+              help="batch size of the statistics pass (default: {}, or all the calibration images when they are "
+                   "fewer)".format(DEFAULT_CALIB_BATCH)),
         Field("no_calib_cache", "use_cache", negate=True, action="store_true",
               help="recompute the calibration ranges even when a cached calibration matches"),
         Field("trt_version", metavar="X.Y.Z",

@@ -139,6 +139,13 @@ class Priors(object):
                             "per_location=")
         params["coding"] = coding = choice(given.get("coding", "scale" if "scale" in given else "variances"),
                                            "coding", ("variances", "scale"))
+        if "per_location" in params and "coding" not in given and coding == "variances":
+            height, width = input_hw
+            log.warn("priors: strides alone give MediaPipe's anchors (every one 1 x 1, the whole input), which "
+                     "MediaPipe decodes by its scales (raw / input size: --decoder-param scale={}); decoded here "
+                     "by SSD's variances, the default, every box spans about the whole input. Pass "
+                     "--decoder-param scale=W,H,W,H (MediaPipe's x/y/w/h_scale), or coding=variances to keep "
+                     "SSD's".format(width if width == height else "{},{},{},{}".format(width, height, width, height)))
         if coding == "variances":
             params["variances"] = floats(given.get("variances", "0.1,0.1,0.2,0.2"), "variances", 4)
             params["clamp"] = floats(given.get("clamp", CLAMP), "clamp", 1)[0]
