@@ -135,3 +135,13 @@ def test_failed_command_leaves_no_folders_it_made(tmp_path, capsys, command):
     code = main(command + ["--out", str(out)])
     assert code != 0
     assert os.listdir(str(tmp_path)) == []
+
+
+def test_a_quiet_command_run_in_process_leaves_the_callers_messages_on(tmp_path, capsys):
+    """``main([..., "-q"])`` in an application's (or a test's) own process silenced every later message of that
+    process: found when a detector test's ``predict -q`` emptied a later build's log."""
+    from trtkit import log
+    assert main(["build", "--onnx", str(tmp_path / "missing.onnx"), "-q"]) != 0
+    capsys.readouterr()
+    log.info("still said")
+    assert "still said" in capsys.readouterr().err and not log.settings()["quiet"]

@@ -79,9 +79,19 @@ INTERNAL_ERROR = 70  # EX_SOFTWARE of sysexits.h
 
 
 def run_command(func, args):
-    """Run a command function with trtkit's error policy (used by scripts/*.py too)."""
+    """Run a command function with trtkit's error policy (used by scripts/*.py too). The command's ``--quiet``
+    and ``--verbose`` hold for it alone: an application (or a test) that calls ``main([..., "-q"])`` in its own
+    process gets its messages back afterwards."""
     verbose = getattr(args, "verbose", False)
+    before = log.settings()
     log.configure(quiet=getattr(args, "quiet", False), verbose=verbose)
+    try:
+        return _run(func, args, verbose)
+    finally:
+        log.configure(**before)
+
+
+def _run(func, args, verbose):
     try:
         code = func(args)
         return 0 if code is None else int(code)

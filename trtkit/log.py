@@ -17,6 +17,11 @@ def configure(quiet=False, verbose=False):
     _state["verbose"] = bool(verbose)
 
 
+def settings():
+    """The current ``configure`` keywords: a caller that configures for one command puts them back after it."""
+    return dict(_state)
+
+
 def is_verbose():
     return _state["verbose"]
 
