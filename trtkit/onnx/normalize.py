@@ -214,7 +214,8 @@ def fold_constants(model):
         options.log_severity_level = 3
         options.add_session_config_entry("session.disable_prepacking", "1")  # never run: no packed weight copies
         original = os.path.join(folder, "model.onnx")
-        onnx.save(model, original)
+        from trtkit.onnx.write import save
+        save(model, original)
         model.graph.ClearField("initializer")  # written: while the session runs the weights are in it alone
         give_back_memory()
         try:

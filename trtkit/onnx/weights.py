@@ -70,6 +70,31 @@ class WeightsAside(object):
         return False
 
 
+def light_copy(model):
+    """A copy of ``model`` whose initializers of ``MIN_BYTES`` or more keep their name, type and dims but no
+    values: references to external data (``FILE``) that is nowhere. For a step that reads only the graph's types
+    and shapes (shape inference; external data is never read there): ``WeightsAside`` writes the weights out and
+    reads them back, this copies the rest of the graph and nothing else."""
+    from trtkit.onnx.write import GRAPH_FIELD, INITIALIZER_FIELD, RAW_DATA_FIELD, split_fields
+    light = type(model)()
+    for part in split_fields(model, GRAPH_FIELD):
+        light.MergeFrom(part)
+    head, tail = split_fields(model.graph, INITIALIZER_FIELD)
+    light.graph.MergeFrom(head)
+    for tensor in model.graph.initializer:
+        copy = light.graph.initializer.add()
+        if not tensor.HasField("raw_data") or len(tensor.raw_data) < MIN_BYTES:
+            copy.CopyFrom(tensor)
+            continue
+        for part in split_fields(tensor, RAW_DATA_FIELD):
+            copy.MergeFrom(part)
+        copy.data_location = copy.EXTERNAL
+        entry = copy.external_data.add()
+        entry.key, entry.value = "location", FILE
+    light.graph.MergeFrom(tail)
+    return light
+
+
 def read_weights(model, folder):
     """``model`` with the external data it names read from ``folder``, as if it had been loaded whole (no
     explicit DEFAULT location left behind: the same bytes when saved)."""

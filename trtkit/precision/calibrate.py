@@ -69,46 +69,20 @@ def graph_hash(model):
     The digest of the graph's deterministic bytes, fed field by field (protobuf writes fields in number order:
     the fields before the initializers, each initializer, the fields after) so the weights are never copied
     whole: a copy of the graph and its bytes held two more copies of a VGG19's 548 MB."""
-    onnx = require("onnx")
-    graph = model.graph
-    head, tail = onnx.GraphProto(), onnx.GraphProto()
-    for field, value in graph.ListFields():
-        if field.name == "initializer":
-            continue
-        part = head if field.number < INITIALIZER_FIELD else tail
-        if field.label == field.LABEL_REPEATED:
-            getattr(part, field.name).extend(value)
-        elif field.type == field.TYPE_MESSAGE:
-            getattr(part, field.name).CopyFrom(value)
-        else:
-            setattr(part, field.name, value)
+    from trtkit.onnx.write import INITIALIZER_FIELD, split_fields, varint
+    head, tail = split_fields(model.graph, INITIALIZER_FIELD)
     tail.doc_string = ""
     for node in head.node:
         node.doc_string = ""
     digest = hashlib.sha256(head.SerializeToString(deterministic=True))
-    for tensor in graph.initializer:
+    for tensor in model.graph.initializer:
         data = tensor.SerializeToString(deterministic=True)
-        digest.update(_varint(INITIALIZER_FIELD << 3 | 2) + _varint(len(data)))  # the field's tag, its length
+        digest.update(varint(INITIALIZER_FIELD << 3 | 2) + varint(len(data)))  # the field's tag, its length
         digest.update(data)
     digest.update(tail.SerializeToString(deterministic=True))
     for entry in sorted((e.domain, e.version) for e in model.opset_import):
         digest.update(repr(entry).encode("utf-8"))
     return digest.hexdigest()
-
-
-INITIALIZER_FIELD = 5  # GraphProto.initializer's field number
-
-
-def _varint(value):
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def data_digest(images):
@@ -292,9 +266,12 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
             fixed = _input_spec(model)[1][:1]
             if streamed:
                 histograms = collect_stats(model, (b for b, _ in imageset.batches(batch_size, progress=False)),
-                                           batch_size, fixed_batch=fixed[0] if fixed else None, total=count)
+                                           batch_size, fixed_batch=fixed[0] if fixed else None, total=count,
+                                           names=names, release=True)
             else:
-                histograms = collect_stats(model, images, batch_size, fixed_batch=fixed[0] if fixed else None)
+                histograms = collect_stats(model, images, batch_size, fixed_batch=fixed[0] if fixed else None,
+                                           names=names, release=True)
+            del model  # loaded here and left without its weights: the session holds them
             stats_seconds = time.time() - t0
             if use_cache:
                 _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
@@ -363,8 +340,9 @@ def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=Fals
     # a model loaded here is the writer's to change: one copy of the weights, not two
     model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise, copy=not loaded)
     del source
+    from trtkit.onnx.write import save
     with atomic_path(dst) as tmp:
-        onnx.save(model, tmp)
+        save(model, tmp)
     return dst
 
 

@@ -61,6 +61,7 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
     onnx = require("onnx", "writing the INT8 ONNX")
     quant = require("onnxruntime.quantization")
     calibrate = require("onnxruntime.quantization.calibrate")
+    from trtkit.onnx.write import save
     data = {}
     for name, entry in ranges.items():
         rmin, rmax = cpu_range(entry)
@@ -72,7 +73,7 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
         calibrate.save_tensors_data(calibrate.TensorsData(calibrate.CalibrationMethod.MinMax, data), cache)
         out = os.path.join(folder, "int8.onnx")
         source = os.path.join(folder, "fp32.onnx")  # a path: given a model, the quantizer copies it twice more
-        onnx.save(model, source)
+        save(model, source)
         model.graph.ClearField("initializer")  # the writer's own copy (qdq._prepared): in the file now, not twice
         logging.disable(logging.WARNING)  # "please pre-process the model": trtkit already did
         try:

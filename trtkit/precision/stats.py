@@ -96,13 +96,12 @@ class AbsHistogram(object):
 def activation_tensors(model):
     """Names of the float activations of ``model``: the graph inputs, then node outputs in graph order."""
     onnx = require("onnx", "INT8 calibration")
-    from trtkit.onnx.weights import WeightsAside
+    from trtkit.onnx.weights import light_copy
     inferred = model
-    with WeightsAside(model, "INT8 calibration"):  # the types only: inferred on the graph without its weights
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception:
-            pass
+    try:  # the types only: inferred on the graph without its weights
+        inferred = onnx.shape_inference.infer_shapes(light_copy(model))
+    except Exception:
+        pass
     types = {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         types[info.name] = info.type.tensor_type.elem_type
@@ -117,11 +116,14 @@ def activation_tensors(model):
     return names
 
 
-def _instrumented_session(model, names):
-    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
+def _instrumented_session(model, names, release=False):
+    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output. ``release``: ``model``
+    is the caller's to give (loaded for this): its initializers are dropped once written, before the session
+    reads them (the session then holds the weights alone, not beside the model's)."""
     onnx = require("onnx", "INT8 calibration")
     ort = require("onnxruntime", "INT8 calibration")
     from trtkit.onnx.weights import give_back_memory
+    from trtkit.onnx.write import save
     present = set(o.name for o in model.graph.output)
     outputs = len(model.graph.output)
     folder = tempfile.mkdtemp(prefix="trtkit-calib-")
@@ -131,9 +133,11 @@ def _instrumented_session(model, names):
                 model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
         path = os.path.join(folder, "instrumented.onnx")
         try:
-            onnx.save(model, path)
+            save(model, path)
         finally:
             del model.graph.output[outputs:]
+        if release:
+            model.graph.ClearField("initializer")
         give_back_memory()  # the bytes just written, before the session's own copies come
         options = ort.SessionOptions()
         # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
@@ -145,7 +149,7 @@ def _instrumented_session(model, names):
 
 
 def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics",
-                  fixed_batch=None, total=None):
+                  fixed_batch=None, total=None, names=None, release=False):
     """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images``: an (N, C, H, W)
     array, or an iterable of such batches (a stream: ``total`` images in all).
 
@@ -154,11 +158,13 @@ def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="c
     within ``ACTIVATION_BUDGET_BYTES``: the first image alone measures the size per
     image. Memory is then bounded whatever the model, the input size or
     ``batch_size``; the result is deterministic for given images. A model whose
-    batch is fixed (``fixed_batch``) runs exactly that many images a run.
+    batch is fixed (``fixed_batch``) runs exactly that many images a run. ``names``: the caller's
+    ``activation_tensors(model)``, when it has them; ``release``: see ``_instrumented_session`` (``model`` is
+    left without its initializers).
     """
     from trtkit import log
-    names = activation_tensors(model)
-    session = _instrumented_session(model, names)
+    names = activation_tensors(model) if names is None else names
+    session = _instrumented_session(model, names, release)
     histograms = dict((n, AbsHistogram(bins)) for n in names)
     chunks = images
     if isinstance(images, np.ndarray):
