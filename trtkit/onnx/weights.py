@@ -95,6 +95,34 @@ def light_copy(model):
     return light
 
 
+def save_split(model, path, release=False):
+    """Write ``model`` to ``path`` with its initializers of ``MIN_BYTES`` or more in ``FILE`` beside it (ONNX's
+    external data: location, offset, length), one tensor at a time; ``release``: each one's values leave
+    ``model`` once written (a model the caller gives up). Why: a reader of the file (ONNX Runtime, its
+    quantizer, ``onnx.load``) then takes the weights tensor by tensor from their own file, never the whole
+    model's bytes beside its parsed copy. Returns the names of the tensors written out."""
+    from trtkit.onnx.write import save
+    light = light_copy(model)
+    moved, offset = [], 0
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), FILE), "wb") as handle:
+        for tensor, copy in zip(model.graph.initializer, light.graph.initializer):
+            if copy.data_location != copy.EXTERNAL or tensor.data_location == tensor.EXTERNAL:
+                continue
+            data = tensor.raw_data
+            handle.write(data)
+            del copy.external_data[:]
+            for key, value in (("location", FILE), ("offset", str(offset)), ("length", str(len(data)))):
+                entry = copy.external_data.add()
+                entry.key, entry.value = key, value
+            offset += len(data)
+            moved.append(tensor.name)
+            if release:
+                tensor.ClearField("raw_data")
+            del data
+    save(light, path)
+    return moved
+
+
 def read_weights(model, folder):
     """``model`` with the external data it names read from ``folder``, as if it had been loaded whole (no
     explicit DEFAULT location left behind: the same bytes when saved)."""

@@ -61,7 +61,7 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
     onnx = require("onnx", "writing the INT8 ONNX")
     quant = require("onnxruntime.quantization")
     calibrate = require("onnxruntime.quantization.calibrate")
-    from trtkit.onnx.write import save
+    from trtkit.onnx.weights import save_split
     data = {}
     for name, entry in ranges.items():
         rmin, rmax = cpu_range(entry)
@@ -73,8 +73,10 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
         calibrate.save_tensors_data(calibrate.TensorsData(calibrate.CalibrationMethod.MinMax, data), cache)
         out = os.path.join(folder, "int8.onnx")
         source = os.path.join(folder, "fp32.onnx")  # a path: given a model, the quantizer copies it twice more
-        save(model, source)
-        model.graph.ClearField("initializer")  # the writer's own copy (qdq._prepared): in the file now, not twice
+        # its big weights in a file of their own, which the quantizer reads tensor by tensor (a whole file it
+        # reads as bytes and then parses), out of the writer's own copy (qdq._prepared) as they are written
+        moved = set(save_split(model, source, release=True))
+        model.graph.ClearField("initializer")
         logging.disable(logging.WARNING)  # "please pre-process the model": trtkit already did
         try:
             quant.quantize_static(
@@ -87,6 +89,11 @@ def ort_cpu_qdq(model, ranges, cpu_range, exclude=()):
                 extra_options={"WeightSymmetric": True, "ActivationSymmetric": False})
         finally:
             logging.disable(logging.NOTSET)
-        return onnx.load(out)
+        written = onnx.load(out)
+        for tensor in written.graph.initializer:  # onnx's reader of external data marks them all DEFAULT
+            if tensor.name in moved and tensor.HasField("data_location") and not tensor.external_data and \
+                    tensor.data_location == tensor.DEFAULT:
+                tensor.ClearField("data_location")
+        return written
     finally:
         shutil.rmtree(folder, ignore_errors=True)
