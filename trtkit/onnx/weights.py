@@ -95,11 +95,10 @@ def light_copy(model):
     return light
 
 
-def save_split(model, path, release=False):
+def save_split(model, path):
     """Write ``model`` to ``path`` with its initializers of ``MIN_BYTES`` or more in ``FILE`` beside it (ONNX's
-    external data: location, offset, length), one tensor at a time; ``release``: each one's values leave
-    ``model`` once written (a model the caller gives up). Why: a reader of the file (ONNX Runtime, its
-    quantizer, ``onnx.load``) then takes the weights tensor by tensor from their own file, never the whole
+    external data: location, offset, length), one tensor at a time. Why: a reader of the file (ONNX Runtime,
+    its quantizer, ``onnx.load``) then takes the weights tensor by tensor from their own file, never the whole
     model's bytes beside its parsed copy. Returns the names of the tensors written out."""
     from trtkit.onnx.write import save
     light = light_copy(model)
@@ -116,8 +115,6 @@ def save_split(model, path, release=False):
                 entry.key, entry.value = key, value
             offset += len(data)
             moved.append(tensor.name)
-            if release:
-                tensor.ClearField("raw_data")
             del data
     save(light, path)
     return moved

@@ -22,17 +22,18 @@ written; it hands the backend the ``Int8Calibration`` defined here.
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
 
 from trtkit import log
-from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
 from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_ranges
-from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
+from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats, instrumented_file
 
 STATS_FORMAT = 2  # bump when the statistics change meaning; old cache entries then miss
 RANGES_FORMAT = 2  # bump when a method's ranges change (2: entropy guarded by quantization error, rule per tensor)
@@ -264,14 +265,17 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
         else:
             t0 = time.time()
             fixed = _input_spec(model)[1][:1]
+            fixed = fixed[0] if fixed else None
             if streamed:
-                histograms = collect_stats(model, (b for b, _ in imageset.batches(batch_size, progress=False)),
-                                           batch_size, fixed_batch=fixed[0] if fixed else None, total=count,
-                                           names=names, release=True)
-            else:
-                histograms = collect_stats(model, images, batch_size, fixed_batch=fixed[0] if fixed else None,
-                                           names=names, release=True)
-            del model  # loaded here and left without its weights: the session holds them
+                images = (b for b, _ in imageset.batches(batch_size, progress=False))
+            folder = tempfile.mkdtemp(prefix="trtkit-calib-")
+            try:
+                instrumented = instrumented_file(model, names, folder)
+                del model  # loaded here: gone before the session reads the weights (see stats.instrumented_file)
+                histograms = collect_stats(instrumented, images, batch_size, fixed_batch=fixed,
+                                           total=count if streamed else None, names=names)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
             stats_seconds = time.time() - t0
             if use_cache:
                 _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
@@ -333,14 +337,13 @@ def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=Fals
     """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` (a path, or a ModelProto: e.g. a bias-corrected graph,
     ``precision.biascorr``) with ``ranges`` to ``dst`` (atomically); ``target``: the CPU the ``cpu`` encoding is
     for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
-    onnx = require("onnx", "writing the INT8 ONNX")
-    from trtkit.precision.qdq import write_qdq
-    loaded = isinstance(fp32_onnx, str)
-    source = onnx.load(fp32_onnx) if loaded else fp32_onnx
-    # a model loaded here is the writer's to change: one copy of the weights, not two
-    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise, copy=not loaded)
-    del source
     from trtkit.onnx.write import save
+    if isinstance(fp32_onnx, str):  # loaded and dropped inside: see precision.qdq_file
+        from trtkit.precision.qdq_file import write_qdq_file
+        model = write_qdq_file(fp32_onnx, ranges, encoding, target=target, float_depthwise=float_depthwise)
+    else:
+        from trtkit.precision.qdq import write_qdq
+        model = write_qdq(fp32_onnx, ranges, encoding, target=target, float_depthwise=float_depthwise)
     with atomic_path(dst) as tmp:
         save(model, tmp)
     return dst

@@ -116,40 +116,49 @@ def activation_tensors(model):
     return names
 
 
-def _instrumented_session(model, names, release=False):
-    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output. ``release``: ``model``
-    is the caller's to give (loaded for this): its initializers are dropped once written, before the session
-    reads them (the session then holds the weights alone, not beside the model's)."""
+def instrumented_file(model, names, folder):
+    """Write ``model`` with every tensor in ``names`` as an output to ``folder``; returns the file's path. The
+    outputs are added to ``model`` itself for as long as it takes to write it (no copy of the weights). A caller
+    that loaded ``model`` for this drops it before opening the session (``collect_stats`` on the path): with upb
+    protobuf a model's memory is given back only when the model itself goes, so the session then holds the
+    weights alone."""
     onnx = require("onnx", "INT8 calibration")
-    ort = require("onnxruntime", "INT8 calibration")
-    from trtkit.onnx.weights import give_back_memory
     from trtkit.onnx.write import save
     present = set(o.name for o in model.graph.output)
     outputs = len(model.graph.output)
+    for name in names:
+        if name not in present:
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
+    path = os.path.join(folder, "instrumented.onnx")
+    try:
+        save(model, path)
+    finally:
+        del model.graph.output[outputs:]
+    return path
+
+
+def _open_instrumented(path):
+    ort = require("onnxruntime", "INT8 calibration")
+    from trtkit.onnx.weights import give_back_memory
+    give_back_memory()  # what was freed before the session's own copies come
+    options = ort.SessionOptions()
+    # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def _instrumented_session(model, names):
+    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
     folder = tempfile.mkdtemp(prefix="trtkit-calib-")
-    try:  # the outputs added to ``model`` itself for as long as it takes to write it: no copy of the weights
-        for name in names:
-            if name not in present:
-                model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
-        path = os.path.join(folder, "instrumented.onnx")
-        try:
-            save(model, path)
-        finally:
-            del model.graph.output[outputs:]
-        if release:
-            model.graph.ClearField("initializer")
-        give_back_memory()  # the bytes just written, before the session's own copies come
-        options = ort.SessionOptions()
-        # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.log_severity_level = 3
-        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    try:
+        return _open_instrumented(instrumented_file(model, names, folder))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics",
-                  fixed_batch=None, total=None, names=None, release=False):
+                  fixed_batch=None, total=None, names=None):
     """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images``: an (N, C, H, W)
     array, or an iterable of such batches (a stream: ``total`` images in all).
 
@@ -158,13 +167,16 @@ def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="c
     within ``ACTIVATION_BUDGET_BYTES``: the first image alone measures the size per
     image. Memory is then bounded whatever the model, the input size or
     ``batch_size``; the result is deterministic for given images. A model whose
-    batch is fixed (``fixed_batch``) runs exactly that many images a run. ``names``: the caller's
-    ``activation_tensors(model)``, when it has them; ``release``: see ``_instrumented_session`` (``model`` is
-    left without its initializers).
+    batch is fixed (``fixed_batch``) runs exactly that many images a run. ``model`` may also be the path of
+    its ``instrumented_file`` (then ``names`` are the ones it was written with); ``names``: the caller's
+    ``activation_tensors(model)``, when it has them.
     """
     from trtkit import log
-    names = activation_tensors(model) if names is None else names
-    session = _instrumented_session(model, names, release)
+    if isinstance(model, str):
+        session = _open_instrumented(model)
+    else:
+        names = activation_tensors(model) if names is None else names
+        session = _instrumented_session(model, names)
     histograms = dict((n, AbsHistogram(bins)) for n in names)
     chunks = images
     if isinstance(images, np.ndarray):
