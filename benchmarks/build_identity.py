@@ -65,7 +65,12 @@ def build(tree, onnx_file, flags, out):
     env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     command = [sys.executable, "-m", "trtkit", "build", "--onnx", onnx_file, "--precision", "fp32,fp16,int8",
                "--calib-batch-size", "8", "--backend", "onnxruntime", "--no-calib-cache", "--bench-seconds", "0.2", "--out", out] + flags
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    where = subprocess.run([sys.executable, "-c", "import trtkit; print(trtkit.__file__)"], env=env,
+                           stdout=subprocess.PIPE, universal_newlines=True, cwd=os.path.dirname(out)).stdout.strip()
+    if not os.path.abspath(where).startswith(os.path.abspath(tree) + os.sep):
+        raise SystemExit("trtkit comes from {}, not from {}".format(where, tree))
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          cwd=os.path.dirname(out))  # not a tree's root: its trtkit would come first on the path
     if done.returncode != 0:
         raise SystemExit("build with {} failed:\n{}".format(tree, done.stdout[-3000:]))
 
