@@ -1,11 +1,12 @@
-"""A build's memory is bounded by a few copies of the model's weights (issue 35): the steps that make the FP32,
-FP16 and INT8 variants of a synthetic 100 MB conv net (loading, normalizing, FP16, calibration, Q/DQ), in a
-child process, must stay under ``MAX_COPIES`` times its weights above the child's resident set before the build
-(its peak resident set, ``VmHWM``, read when verification starts: a model this small has its artifacts
-verified together, all open at once, by design; see ``pipeline.verification``).
+"""A build's memory is bounded by a few copies of the model's weights (issue 35): in a child process building the
+FP32, FP16 and INT8 variants of a synthetic 100 MB conv net, the FP16 step, the INT8 step (calibration, Q/DQ)
+and verification must each stay under ``MAX_COPIES[step]`` times the weights above the resident set it starts
+from (the peak resident set, ``VmHWM``, reset through ``/proc/self/clear_refs`` when the step starts). A model
+this small has its artifacts verified together, all open at once, by design (``pipeline.verification``).
 
-Measured on the 2-core AMD EPYC (onnx 1.23.2, onnxruntime 1.32.0): before the writers of ``onnx.write`` and
-``weights.save_split`` (main at b8652d0) the build peaked at 7.0 copies above its start; after, at 3.1.
+Measured on the 2-core AMD EPYC (onnx 1.23.2, onnxruntime 1.32.0), copies of the weights above each step's
+start: main at b8652d0: FP16 4.7, INT8 3.5, verification 4.0; with ``onnx.write``, the FP16 chunks and the
+FP32 model dropped before ONNX Runtime reads its weights (``precision.qdq_file``, calibration): 2.9, 3.0, 4.0.
 ``benchmarks/build_memory.py`` measures the same on VGG19 step by step.
 """
 
