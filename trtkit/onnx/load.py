@@ -240,7 +240,9 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
         model, note = norm.free_batch(model, summary.input_name, summary.batch, summary.image_shape)
         notes.append(note)
     before = len(model.graph.node)
-    model, why = norm.fold_constants(model)
+    folding = norm.ConstantFolding(model)
+    del model  # loaded here: gone before ONNX Runtime reads the weights (see normalize.ConstantFolding)
+    model, why = folding.run()
     if why:
         notes.append("constants not folded (ONNX Runtime's optimizer: {})".format(why))
     elif len(model.graph.node) != before:
