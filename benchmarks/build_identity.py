@@ -24,6 +24,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 
 def model_args(name, work):
@@ -33,32 +34,13 @@ def model_args(name, work):
         path = vgg19_onnx(os.path.join(os.environ.get("TMPDIR", "/tmp"), "trtkit-vgg19.onnx"))
         return path, ["--data", "sample", "--input-size", "224", "--calib-images", "32", "--verify-images", "32"]
     if name == "tiny":
+        from test_build_memory import conv_net
         path = os.path.join(work, "tiny.onnx")
-        _tiny_onnx(path)
+        conv_net(path, hidden=256)
         return path, ["--data", "sample", "--input-size", "32", "--calib-images", "16", "--verify-images", "16"]
     from benchmarks.real_models import cli_args, prepare
     onnx_file, images, _ = prepare(name, 40)
     return onnx_file, ["--data", images, "--calib-images", "16", "--verify-images", "16"] + cli_args(name, images)
-
-
-def _tiny_onnx(path):
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-    rng = np.random.RandomState(0)
-    inits = [numpy_helper.from_array(rng.randn(32, 3, 3, 3).astype(np.float32) * 0.2, "w1"),
-             numpy_helper.from_array(rng.randn(32).astype(np.float32) * 0.1, "b1"),
-             numpy_helper.from_array(rng.randn(256, 32 * 32 * 32).astype(np.float32) * 0.01, "w2"),
-             numpy_helper.from_array(rng.randn(256).astype(np.float32) * 0.1, "b2"),
-             numpy_helper.from_array(rng.randn(10, 256).astype(np.float32) * 0.1, "w3"),
-             numpy_helper.from_array(rng.randn(10).astype(np.float32) * 0.1, "b3")]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),
-             helper.make_node("Gemm", ["f", "w2", "b2"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["g"]),
-             helper.make_node("Gemm", ["g", "w3", "b3"], ["y"], transB=1)]
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", 1, ["N", 3, 32, 32])],
-                              [helper.make_tensor_value_info("y", 1, ["N", 10])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
 def build(tree, onnx_file, flags, out):

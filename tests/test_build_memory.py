@@ -55,16 +55,17 @@ print(json.dumps({"steps": steps, "code": code}))
 """
 
 
-def conv_net(path):
-    """A seeded conv net of about 100 MB of FP32 weights (most of them in one Gemm), input 3x32x32."""
+def conv_net(path, hidden=768):
+    """A seeded conv net of FP32 weights, most of them in one Gemm of 32768 x ``hidden`` (768: about 100 MB),
+    input 3x32x32 (``benchmarks/build_identity.py`` builds it too)."""
     onnx = pytest.importorskip("onnx")
     from onnx import helper, numpy_helper
     rng = np.random.RandomState(0)
     inits = [numpy_helper.from_array(rng.randn(32, 3, 3, 3).astype(np.float32) * 0.2, "w1"),
              numpy_helper.from_array(rng.randn(32).astype(np.float32) * 0.1, "b1"),
-             numpy_helper.from_array(rng.randn(768, 32 * 32 * 32).astype(np.float32) * 0.01, "w2"),
-             numpy_helper.from_array(rng.randn(768).astype(np.float32) * 0.1, "b2"),
-             numpy_helper.from_array(rng.randn(10, 768).astype(np.float32) * 0.1, "w3"),
+             numpy_helper.from_array(rng.randn(hidden, 32 * 32 * 32).astype(np.float32) * 0.01, "w2"),
+             numpy_helper.from_array(rng.randn(hidden).astype(np.float32) * 0.1, "b2"),
+             numpy_helper.from_array(rng.randn(10, hidden).astype(np.float32) * 0.1, "w3"),
              numpy_helper.from_array(rng.randn(10).astype(np.float32) * 0.1, "b3")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]), helper.make_node("Flatten", ["r"], ["f"]),

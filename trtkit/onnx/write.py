@@ -11,7 +11,8 @@ initializer with its ``raw_data`` written straight from the tensor, then the fie
 after. Lengths are computed from the pieces, so nothing bigger than one tensor's data
 is ever copied. The file is the same, byte for byte, as ``onnx.save`` writes
 (checked on the test models and real ones); a message with fields this writer does not
-see (unknown fields) is saved by ``onnx.save``, which keeps them.
+see (unknown fields), and a model over protobuf's 2 GB, go to ``onnx.save`` (which keeps the
+former and refuses the latter, as before).
 """
 
 from trtkit.deps import require
@@ -20,6 +21,7 @@ GRAPH_FIELD = 7        # ModelProto.graph
 INITIALIZER_FIELD = 5  # GraphProto.initializer
 RAW_DATA_FIELD = 9     # TensorProto.raw_data
 SMALL_BYTES = 1 << 20  # tensors below this are serialized as they are
+LIMIT = (1 << 31) - 1  # protobuf's limit on a message: onnx.save refuses a bigger model, in its own words
 
 
 def varint(value):
@@ -70,7 +72,7 @@ class _Piece(object):
     def __init__(self, number, parts):
         self.number = number
         self.parts = parts
-        self.body = sum(_length(p) for p in parts)
+        self.body = sum(len(p) for p in parts)
 
     def __len__(self):
         return len(_tag(self.number)) + len(varint(self.body)) + self.body
@@ -94,10 +96,6 @@ class _RawData(object):
     def write(self, handle):
         handle.write(_tag(RAW_DATA_FIELD) + varint(self.size))
         handle.write(self.tensor.raw_data)
-
-
-def _length(part):
-    return len(part)
 
 
 def _write(part, handle):
@@ -145,6 +143,9 @@ def save(model, path):
     parts += [_tensor(tensor) for tensor in graph.initializer]
     parts.append(graph_tail.SerializeToString())
     whole = [model_head.SerializeToString(), _Piece(GRAPH_FIELD, parts), model_tail.SerializeToString()]
+    if sum(len(part) for part in whole) > LIMIT:
+        onnx.save(model, path)
+        return path
     with open(path, "wb") as handle:
         for part in whole:
             _write(part, handle)
