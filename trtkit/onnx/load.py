@@ -99,6 +99,12 @@ def load_onnx(path, check=True):
     onnx = require("onnx", "reading ONNX files")
     if not os.path.isfile(path):
         raise InputError("ONNX file not found: {}".format(path), hint="check the path")
+    failed = None
+    if check:
+        try:  # from the file, before it is loaded here: the checker's own copy is gone when ours comes
+            onnx.checker.check_model(path)
+        except Exception as exc:
+            failed = exc
     try:
         model = onnx.load(path)
     except Exception as exc:
@@ -106,12 +112,9 @@ def load_onnx(path, check=True):
                          hint="the file is corrupt or truncated; export it again")
     if not model.graph.node:
         raise InputError("ONNX file {} has an empty graph".format(path), hint="export it again")
-    if check:
-        try:  # from the file: given the model, the checker copies it twice (its bytes, its C++ parse)
-            onnx.checker.check_model(path)
-        except Exception as exc:
-            raise InputError("ONNX file {} fails onnx.checker: {}".format(path, first_line(exc)),
-                             hint="export it again with a current exporter")
+    if failed is not None:
+        raise InputError("ONNX file {} fails onnx.checker: {}".format(path, first_line(failed)),
+                         hint="export it again with a current exporter")
     return model
 
 
@@ -204,7 +207,7 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
     dropped); without it the first is judged and a warning names the others.
     """
     from trtkit.onnx import layout as onnx_layout, normalize as norm
-    onnx = require("onnx", "reading ONNX files")
+    require("onnx", "reading ONNX files")
     notes = [] if notes is None else notes
     model = load_onnx(src)
     removed = norm.strip_initializer_inputs(model)
@@ -237,7 +240,9 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
         model, note = norm.free_batch(model, summary.input_name, summary.batch, summary.image_shape)
         notes.append(note)
     before = len(model.graph.node)
-    model, why = norm.fold_constants(model)
+    folding = norm.ConstantFolding(model)
+    del model  # loaded here: gone before ONNX Runtime reads the weights (see normalize.ConstantFolding)
+    model, why = folding.run()
     if why:
         notes.append("constants not folded (ONNX Runtime's optimizer: {})".format(why))
     elif len(model.graph.node) != before:
@@ -265,8 +270,9 @@ def prepare_onnx(src, dst, notes=None, layout=None, task=None, output=None):
                                                                                 summary.output_kind))
     if summary.opset < MIN_OPSET:
         notes.append("kept opset {} (INT8 converts its copy to {})".format(summary.opset, MIN_OPSET))
+    from trtkit.onnx.write import save
     with atomic_path(dst) as tmp:
-        onnx.save(model, tmp)
+        save(model, tmp)  # not onnx.save: its serialized copies of the whole model
     return summary, notes
 
 

@@ -210,42 +210,50 @@ def sums_to_adds(model):
     return count
 
 
-def fold_constants(model):
-    """(folded model, None) by ONNX Runtime's basic offline optimizer, or (model, reason) when it cannot.
+class ConstantFolding(object):
+    """``ConstantFolding(model)`` writes ``model`` to a folder of its own; ``run()`` folds that file by ONNX
+    Runtime's basic offline optimizer and returns (folded model, None), or (the model read back, reason) when it
+    cannot. Two steps so that a caller that loaded ``model`` drops it in between: with upb protobuf (current onnx
+    wheels) a model's memory is given back only when the model itself goes (clearing its initializers frees
+    nothing), and the session then holds the weights alone."""
 
-    The model is written to a file and its weights dropped from memory while the session reads and folds it
-    (read back when folding fails): in memory, the model, its bytes and the session's copies were held at
-    once. On success ``model`` is left without its initializers: the folded model replaces it."""
-    ort = require("onnxruntime", "normalizing the ONNX file")
-    onnx = require("onnx", "normalizing the ONNX file")
-    from trtkit.onnx.weights import give_back_memory
-    domains = set(n.domain for n in model.graph.node)
-    folder = tempfile.mkdtemp(prefix="trtkit-fold-")
-    try:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = os.path.join(folder, "folded.onnx")
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.disable_prepacking", "1")  # never run: no packed weight copies
-        original = os.path.join(folder, "model.onnx")
-        onnx.save(model, original)
-        model.graph.ClearField("initializer")  # written: while the session runs the weights are in it alone
-        give_back_memory()
+    def __init__(self, model):
+        from trtkit.onnx.write import save
+        self.domains = set(n.domain for n in model.graph.node)
+        self.metadata = [type(p).FromString(p.SerializeToString()) for p in model.metadata_props]
+        self.folder = tempfile.mkdtemp(prefix="trtkit-fold-")
+        self.original = os.path.join(self.folder, "model.onnx")
         try:
-            ort.InferenceSession(original, options, providers=["CPUExecutionProvider"])
-            folded = onnx.load(options.optimized_model_filepath)
-        except Exception as exc:
-            model.CopyFrom(onnx.load(original))
-            return model, first_line(exc, 200)
-        added = set(n.domain for n in folded.graph.node) - domains - {"", "ai.onnx"}
-        if added:  # never hand a runtime-specific graph to other runtimes
-            model.CopyFrom(onnx.load(original))
-            return model, "the optimizer introduced operators of {}".format(", ".join(sorted(added)))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    folded.metadata_props.extend(p for p in model.metadata_props
-                                 if p.key not in set(q.key for q in folded.metadata_props))
-    return folded, None
+            save(model, self.original)
+        except Exception:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+
+    def run(self):
+        ort = require("onnxruntime", "normalizing the ONNX file")
+        onnx = require("onnx", "normalizing the ONNX file")
+        from trtkit.onnx.weights import give_back_memory
+        try:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            options.optimized_model_filepath = os.path.join(self.folder, "folded.onnx")
+            options.log_severity_level = 3
+            options.add_session_config_entry("session.disable_prepacking", "1")  # never run: no packed weights
+            give_back_memory()
+            try:
+                ort.InferenceSession(self.original, options, providers=["CPUExecutionProvider"])
+                folded = onnx.load(options.optimized_model_filepath)
+            except Exception as exc:
+                return onnx.load(self.original), first_line(exc, 200)
+            added = set(n.domain for n in folded.graph.node) - self.domains - {"", "ai.onnx"}
+            if added:  # never hand a runtime-specific graph to other runtimes
+                return onnx.load(self.original), "the optimizer introduced operators of {}".format(
+                    ", ".join(sorted(added)))
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        keys = set(q.key for q in folded.metadata_props)
+        folded.metadata_props.extend(p for p in self.metadata if p.key not in keys)
+        return folded, None
 
 
 def upgrade_opset(model, target, purpose):

@@ -70,6 +70,56 @@ class WeightsAside(object):
         return False
 
 
+def light_copy(model):
+    """A copy of ``model`` whose initializers of ``MIN_BYTES`` or more keep their name, type and dims but no
+    values: references to external data (``FILE``) that is nowhere. For a step that reads only the graph's types
+    and shapes (shape inference; external data is never read there): ``WeightsAside`` writes the weights out and
+    reads them back, this copies the rest of the graph and nothing else."""
+    from trtkit.onnx.write import GRAPH_FIELD, INITIALIZER_FIELD, RAW_DATA_FIELD, split_fields
+    light = type(model)()
+    for part in split_fields(model, GRAPH_FIELD):
+        light.MergeFrom(part)
+    head, tail = split_fields(model.graph, INITIALIZER_FIELD)
+    light.graph.MergeFrom(head)
+    for tensor in model.graph.initializer:
+        copy = light.graph.initializer.add()
+        if not tensor.HasField("raw_data") or len(tensor.raw_data) < MIN_BYTES:
+            copy.CopyFrom(tensor)
+            continue
+        for part in split_fields(tensor, RAW_DATA_FIELD):
+            copy.MergeFrom(part)
+        copy.data_location = copy.EXTERNAL
+        entry = copy.external_data.add()
+        entry.key, entry.value = "location", FILE
+    light.graph.MergeFrom(tail)
+    return light
+
+
+def save_split(model, path):
+    """Write ``model`` to ``path`` with its initializers of ``MIN_BYTES`` or more in ``FILE`` beside it (ONNX's
+    external data: location, offset, length), one tensor at a time. Why: a reader of the file (ONNX Runtime,
+    its quantizer, ``onnx.load``) then takes the weights tensor by tensor from their own file, never the whole
+    model's bytes beside its parsed copy. Returns the names of the tensors written out."""
+    from trtkit.onnx.write import save
+    light = light_copy(model)
+    moved, offset = [], 0
+    with open(os.path.join(os.path.dirname(os.path.abspath(path)), FILE), "wb") as handle:
+        for tensor, copy in zip(model.graph.initializer, light.graph.initializer):
+            if copy.data_location != copy.EXTERNAL or tensor.data_location == tensor.EXTERNAL:
+                continue
+            data = tensor.raw_data
+            handle.write(data)
+            del copy.external_data[:]
+            for key, value in (("location", FILE), ("offset", str(offset)), ("length", str(len(data)))):
+                entry = copy.external_data.add()
+                entry.key, entry.value = key, value
+            offset += len(data)
+            moved.append(tensor.name)
+            del data
+    save(light, path)
+    return moved
+
+
 def read_weights(model, folder):
     """``model`` with the external data it names read from ``folder``, as if it had been loaded whole (no
     explicit DEFAULT location left behind: the same bytes when saved)."""

@@ -15,6 +15,7 @@ the manifest's artifact record once a backend has built it.
 import os
 
 from trtkit.fileio import atomic_path, write_json
+from trtkit.onnx.write import save
 from trtkit.precision.config import CalibrationConfig
 
 
@@ -316,7 +317,7 @@ class VariantMaker(object):
             path = self.fp32_onnx
             if record["kept"]:
                 path = self._path("{}.equalized.onnx".format(self.name))
-                onnx.save(done.model, path)
+                save(done.model, path)
             self._equalized = (path, record)
         return self._equalized
 
@@ -328,7 +329,7 @@ class VariantMaker(object):
         the fast float; labelled ``mixed-kN-fp16``).
         """
         from trtkit.deps import require
-        onnx = require("onnx", "writing the INT8 ONNX")
+        require("onnx", "writing the INT8 ONNX")
         if graph is None:
             graph = self.mixed_graph(base.calibration.result.ranges, kept_layers)
         label = "mixed-k{}".format(len(kept_layers))
@@ -340,7 +341,7 @@ class VariantMaker(object):
             raise ValueError("kept_in is fp32 or fp16, not {!r}".format(kept_in))
         path = self._path("{}.{}.onnx".format(self.name, label))
         with atomic_path(path) as tmp:
-            onnx.save(graph, tmp)
+            save(graph, tmp)
         meta = dict(base.meta, kept_layers=list(kept_layers), kept_in=kept_in, mixed_from=base.label,
                     float_layers=float_layer_record(graph))
         return Variant(label, "mixed", path, meta, base.calibration, tune)

@@ -22,17 +22,18 @@ written; it hands the backend the ``Int8Calibration`` defined here.
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
 
 from trtkit import log
-from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.fileio import atomic_path, cache_dir, read_json, write_json
 from trtkit.precision.config import DEFAULT_CALIB_BATCH, DEFAULT_CALIB_IMAGES
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, check_method, compute_ranges
-from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats
+from trtkit.precision.stats import NUM_BINS, AbsHistogram, activation_tensors, collect_stats, instrumented_file
 
 STATS_FORMAT = 2  # bump when the statistics change meaning; old cache entries then miss
 RANGES_FORMAT = 2  # bump when a method's ranges change (2: entropy guarded by quantization error, rule per tensor)
@@ -69,46 +70,20 @@ def graph_hash(model):
     The digest of the graph's deterministic bytes, fed field by field (protobuf writes fields in number order:
     the fields before the initializers, each initializer, the fields after) so the weights are never copied
     whole: a copy of the graph and its bytes held two more copies of a VGG19's 548 MB."""
-    onnx = require("onnx")
-    graph = model.graph
-    head, tail = onnx.GraphProto(), onnx.GraphProto()
-    for field, value in graph.ListFields():
-        if field.name == "initializer":
-            continue
-        part = head if field.number < INITIALIZER_FIELD else tail
-        if field.label == field.LABEL_REPEATED:
-            getattr(part, field.name).extend(value)
-        elif field.type == field.TYPE_MESSAGE:
-            getattr(part, field.name).CopyFrom(value)
-        else:
-            setattr(part, field.name, value)
+    from trtkit.onnx.write import INITIALIZER_FIELD, split_fields, varint
+    head, tail = split_fields(model.graph, INITIALIZER_FIELD)
     tail.doc_string = ""
     for node in head.node:
         node.doc_string = ""
     digest = hashlib.sha256(head.SerializeToString(deterministic=True))
-    for tensor in graph.initializer:
+    for tensor in model.graph.initializer:
         data = tensor.SerializeToString(deterministic=True)
-        digest.update(_varint(INITIALIZER_FIELD << 3 | 2) + _varint(len(data)))  # the field's tag, its length
+        digest.update(varint(INITIALIZER_FIELD << 3 | 2) + varint(len(data)))  # the field's tag, its length
         digest.update(data)
     digest.update(tail.SerializeToString(deterministic=True))
     for entry in sorted((e.domain, e.version) for e in model.opset_import):
         digest.update(repr(entry).encode("utf-8"))
     return digest.hexdigest()
-
-
-INITIALIZER_FIELD = 5  # GraphProto.initializer's field number
-
-
-def _varint(value):
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def data_digest(images):
@@ -290,11 +265,17 @@ def calibrate(onnx_path, imageset, method=DEFAULT_METHOD, batch_size=DEFAULT_CAL
         else:
             t0 = time.time()
             fixed = _input_spec(model)[1][:1]
+            fixed = fixed[0] if fixed else None
             if streamed:
-                histograms = collect_stats(model, (b for b, _ in imageset.batches(batch_size, progress=False)),
-                                           batch_size, fixed_batch=fixed[0] if fixed else None, total=count)
-            else:
-                histograms = collect_stats(model, images, batch_size, fixed_batch=fixed[0] if fixed else None)
+                images = (b for b, _ in imageset.batches(batch_size, progress=False))
+            folder = tempfile.mkdtemp(prefix="trtkit-calib-")
+            try:
+                instrumented = instrumented_file(model, names, folder)
+                del model  # loaded here: gone before the session reads the weights (see stats.instrumented_file)
+                histograms = collect_stats(instrumented, images, batch_size, fixed_batch=fixed,
+                                           total=count if streamed else None, names=names)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
             stats_seconds = time.time() - t0
             if use_cache:
                 _save_stats(stats_file, histograms, {"model": model_hash, "data": imageset.identity})
@@ -356,15 +337,15 @@ def save_qdq(fp32_onnx, ranges, encoding, dst, target=None, float_depthwise=Fals
     """Write the ``encoding`` Q/DQ ONNX of ``fp32_onnx`` (a path, or a ModelProto: e.g. a bias-corrected graph,
     ``precision.biascorr``) with ``ranges`` to ``dst`` (atomically); ``target``: the CPU the ``cpu`` encoding is
     for (``trtkit.cpuinfo``); ``float_depthwise``: see ``qdq.write_qdq``."""
-    onnx = require("onnx", "writing the INT8 ONNX")
-    from trtkit.precision.qdq import write_qdq
-    loaded = isinstance(fp32_onnx, str)
-    source = onnx.load(fp32_onnx) if loaded else fp32_onnx
-    # a model loaded here is the writer's to change: one copy of the weights, not two
-    model = write_qdq(source, ranges, encoding, target=target, float_depthwise=float_depthwise, copy=not loaded)
-    del source
+    from trtkit.onnx.write import save
+    if isinstance(fp32_onnx, str):  # loaded and dropped inside: see precision.qdq_file
+        from trtkit.precision.qdq_file import write_qdq_file
+        model = write_qdq_file(fp32_onnx, ranges, encoding, target=target, float_depthwise=float_depthwise)
+    else:
+        from trtkit.precision.qdq import write_qdq
+        model = write_qdq(fp32_onnx, ranges, encoding, target=target, float_depthwise=float_depthwise)
     with atomic_path(dst) as tmp:
-        onnx.save(model, tmp)
+        save(model, tmp)
     return dst
 
 

@@ -7,6 +7,7 @@ Softmax, shape arithmetic) stay FP32, with Casts inserted around them.
 """
 
 import os
+import sys
 import tempfile
 
 from trtkit.deps import available, require
@@ -68,6 +69,45 @@ def tail_nodes(model):
     return names
 
 
+CHUNK = 1 << 22  # values converted at a time (16 MB of FP32)
+
+
+class _ChunkedTensors(object):
+    """``with _ChunkedTensors(module):`` the converter ``module``'s ``convert_tensor_float_to_float16`` converts a
+    big tensor's raw data ``CHUNK`` values at a time, with the converter's own ``convert_np_to_float16`` (which
+    works value by value: the same bytes). Why: on a whole tensor it holds several temporaries of its size (a
+    VGG19 classifier's 411 MB weight took the FP16 step to 2.1 GB); the converter reaches the function by its
+    module's name, so it is swapped there for the block and put back after."""
+
+    def __init__(self, module):
+        self.module = module
+        self.original = module.convert_tensor_float_to_float16
+
+    def __enter__(self):
+        self.module.convert_tensor_float_to_float16 = self.convert
+        return self
+
+    def __exit__(self, *exc):
+        self.module.convert_tensor_float_to_float16 = self.original
+        return False
+
+    def convert(self, tensor, min_positive_val=5.96e-08, max_finite_val=65504.0):
+        onnx = require("onnx")
+        if (not isinstance(tensor, onnx.TensorProto) or tensor.data_type != onnx.TensorProto.FLOAT
+                or tensor.float_data or len(tensor.raw_data) <= 4 * CHUNK):
+            return self.original(tensor, min_positive_val, max_finite_val)
+        import numpy as np
+        values = np.frombuffer(tensor.raw_data, dtype="float32")
+        half = np.empty(values.shape, dtype=np.float16)
+        for start in range(0, values.size, CHUNK):
+            half[start:start + CHUNK] = self.module.convert_np_to_float16(values[start:start + CHUNK],
+                                                                           min_positive_val, max_finite_val)
+        del values
+        tensor.data_type = onnx.TensorProto.FLOAT16
+        tensor.raw_data = half.tobytes()
+        return tensor
+
+
 def convert_fp16(src, dst):
     """Write the FP16 variant of ``src`` to ``dst`` (atomically). Returns the list of ops kept FP32.
 
@@ -76,6 +116,7 @@ def convert_fp16(src, dst):
     five copies of the FP32 weights beside the caller's (a VGG19's FP16 variant peaked at 3.5 GB)."""
     onnx = require("onnx", "making the FP16 ONNX")
     convert, block_list = _converter()
+    module = sys.modules[convert.__module__]
     handle, inferred = tempfile.mkstemp(prefix=".shapes.", suffix=".onnx", dir=os.path.dirname(os.path.abspath(dst)))
     os.close(handle)
     try:
@@ -85,10 +126,12 @@ def convert_fp16(src, dst):
         os.remove(inferred)
     present = set(node.op_type for node in model.graph.node)
     blocked = sorted(set(block_list + KEEP_FP32_OPS) & present)
-    converted = convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS,
-                        node_block_list=tail_nodes(model), disable_shape_infer=True)
+    with _ChunkedTensors(module):
+        converted = convert(model, keep_io_types=True, op_block_list=block_list + KEEP_FP32_OPS,
+                            node_block_list=tail_nodes(model), disable_shape_infer=True)
     del model
     sort_nodes(converted)  # the converter appends its input Casts after their readers
+    from trtkit.onnx.write import save
     with atomic_path(dst) as tmp:
-        onnx.save(converted, tmp)
+        save(converted, tmp)
     return blocked

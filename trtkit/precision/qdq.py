@@ -249,21 +249,11 @@ def quantization_plan(model, encoding):
 def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=False, copy=True):
     check_encoding(encoding)
     model = _prepared(model, copy)
-    keep = set(keep_float)
-    keep.update(_depthwise_kept(_Graph(model), float_depthwise))
-    if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
-        keep |= float_fed(_Graph(model), keep)
+    keep = _kept(model, keep_float, float_depthwise)
     if encoding == "cpu" and only is None:
-        from trtkit.precision.qdq_ort import ort_cpu_qdq
-        g = _Graph(model)
-        logits = head_tensors(g)
-        head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
-        kept = [n for n in g.graph.node if n.name in keep]
-        written = ort_cpu_qdq(model, _covered(ranges, model), cpu_range, exclude=head + kept)
-        if written is not None:
-            _drop_qdq_of(written, logits)
-            written.doc_string = ORT_QUANTIZER_DOC
-            return written
+        started = _cpu_job(model, ranges, keep)
+        if started is not None:
+            return _finish_cpu(started)
     g = _Graph(model)
     edges = cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g)
     if keep:  # kept layers read the float tensor: their weights then stay float too (see _quantize_weights)
@@ -286,6 +276,40 @@ def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=F
     del model.graph.value_info[:]
     model.doc_string = "trtkit INT8 Q/DQ ({} encoding)".format(encoding)
     return model
+
+
+def _kept(model, keep_float, float_depthwise):
+    """The layers left in float: ``keep_float``, the depthwise convs kept, the weightless ops only they feed."""
+    keep = set(keep_float)
+    keep.update(_depthwise_kept(_Graph(model), float_depthwise))
+    if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
+        keep |= float_fed(_Graph(model), keep)
+    return keep
+
+
+def _cpu_job(model, ranges, keep):
+    """(ONNX Runtime's quantizer's job for the prepared ``model``: ``qdq_ort.OrtQuantizerJob``, the logits it
+    must leave float), or None where this ONNX Runtime cannot take given ranges. The job holds no reference
+    to ``model``."""
+    from trtkit.precision.qdq_ort import ort_cpu_job
+    g = _Graph(model)
+    logits = head_tensors(g)
+    head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
+    kept = [n for n in g.graph.node if n.name in keep]
+    job = ort_cpu_job(model, _covered(ranges, model), cpu_range, exclude=head + kept)
+    return None if job is None else (job, logits)
+
+
+def _finish_cpu(started):
+    """The ``cpu`` Q/DQ ModelProto of a ``_cpu_job``: the quantizer run, the logits' Q/DQ dropped."""
+    job, logits = started
+    try:
+        written = job.run()
+    finally:
+        job.close()
+    _drop_qdq_of(written, logits)
+    written.doc_string = ORT_QUANTIZER_DOC
+    return written
 
 
 def _depthwise_kept(g, float_depthwise):

@@ -96,13 +96,12 @@ class AbsHistogram(object):
 def activation_tensors(model):
     """Names of the float activations of ``model``: the graph inputs, then node outputs in graph order."""
     onnx = require("onnx", "INT8 calibration")
-    from trtkit.onnx.weights import WeightsAside
+    from trtkit.onnx.weights import light_copy
     inferred = model
-    with WeightsAside(model, "INT8 calibration"):  # the types only: inferred on the graph without its weights
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception:
-            pass
+    try:  # the types only: inferred on the graph without its weights
+        inferred = onnx.shape_inference.infer_shapes(light_copy(model))
+    except Exception:
+        pass
     types = {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
         types[info.name] = info.type.tensor_type.elem_type
@@ -117,35 +116,49 @@ def activation_tensors(model):
     return names
 
 
-def _instrumented_session(model, names):
-    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
+def instrumented_file(model, names, folder):
+    """Write ``model`` with every tensor in ``names`` as an output to ``folder``; returns the file's path. The
+    outputs are added to ``model`` itself for as long as it takes to write it (no copy of the weights). A caller
+    that loaded ``model`` for this drops it before opening the session (``collect_stats`` on the path): with upb
+    protobuf a model's memory is given back only when the model itself goes, so the session then holds the
+    weights alone."""
     onnx = require("onnx", "INT8 calibration")
-    ort = require("onnxruntime", "INT8 calibration")
-    from trtkit.onnx.weights import give_back_memory
+    from trtkit.onnx.write import save
     present = set(o.name for o in model.graph.output)
     outputs = len(model.graph.output)
+    for name in names:
+        if name not in present:
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
+    path = os.path.join(folder, "instrumented.onnx")
+    try:
+        save(model, path)
+    finally:
+        del model.graph.output[outputs:]
+    return path
+
+
+def _open_instrumented(path):
+    ort = require("onnxruntime", "INT8 calibration")
+    from trtkit.onnx.weights import give_back_memory
+    give_back_memory()  # what was freed before the session's own copies come
+    options = ort.SessionOptions()
+    # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def _instrumented_session(model, names):
+    """An ONNX Runtime session of ``model`` with every tensor in ``names`` as an output."""
     folder = tempfile.mkdtemp(prefix="trtkit-calib-")
-    try:  # the outputs added to ``model`` itself for as long as it takes to write it: no copy of the weights
-        for name in names:
-            if name not in present:
-                model.graph.output.append(onnx.helper.make_tensor_value_info(name, _FLOAT, None))
-        path = os.path.join(folder, "instrumented.onnx")
-        try:
-            onnx.save(model, path)
-        finally:
-            del model.graph.output[outputs:]
-        give_back_memory()  # the bytes just written, before the session's own copies come
-        options = ort.SessionOptions()
-        # no graph rewrites: the tensors must be exactly the ones of the FP32 graph
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.log_severity_level = 3
-        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    try:
+        return _open_instrumented(instrumented_file(model, names, folder))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="calibration statistics",
-                  fixed_batch=None, total=None):
+                  fixed_batch=None, total=None, names=None):
     """{tensor name: AbsHistogram} over every float activation of ``model`` for ``images``: an (N, C, H, W)
     array, or an iterable of such batches (a stream: ``total`` images in all).
 
@@ -154,11 +167,16 @@ def collect_stats(model, images, batch_size=32, bins=NUM_BINS, progress_label="c
     within ``ACTIVATION_BUDGET_BYTES``: the first image alone measures the size per
     image. Memory is then bounded whatever the model, the input size or
     ``batch_size``; the result is deterministic for given images. A model whose
-    batch is fixed (``fixed_batch``) runs exactly that many images a run.
+    batch is fixed (``fixed_batch``) runs exactly that many images a run. ``model`` may also be the path of
+    its ``instrumented_file`` (then ``names`` are the ones it was written with); ``names``: the caller's
+    ``activation_tensors(model)``, when it has them.
     """
     from trtkit import log
-    names = activation_tensors(model)
-    session = _instrumented_session(model, names)
+    if isinstance(model, str):
+        session = _open_instrumented(model)
+    else:
+        names = activation_tensors(model) if names is None else names
+        session = _instrumented_session(model, names)
     histograms = dict((n, AbsHistogram(bins)) for n in names)
     chunks = images
     if isinstance(images, np.ndarray):
