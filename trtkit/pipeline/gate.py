@@ -140,10 +140,4 @@ def advice(precision, calibration=None):
     the range method it used, which the advice then leaves out (a blind test's percentile INT8 was told to try
     percentile)."""
     from trtkit.precision.types import Precision
-    found = Precision.parse(precision)
-    used = (calibration or {}).get("method")
-    if not (found.quantized and used):
-        return found.advice
-    others = [m for m in ("percentile", "minmax", "entropy") if m != used][:2]
-    return " - try another --calib-method ({}; this one used {}) or more --calib-images".format(
-        ", ".join(others), used)
+    return Precision.parse(precision).advice_for((calibration or {}).get("method"))

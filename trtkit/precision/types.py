@@ -26,6 +26,10 @@ class Precision(object):
     def __repr__(self):
         return "Precision({})".format(self.name)
 
+    def advice_for(self, method=None):
+        """``advice``, for a quantized variant whose ranges came from ``method`` without suggesting it again."""
+        return _int8_advice(method) if self.quantized and method else self.advice
+
     @staticmethod
     def parse(name):
         """The Precision called ``name`` (a Precision passes through); InputError with the nearest names."""
@@ -39,7 +43,18 @@ class Precision(object):
         return found
 
 
-_INT8_ADVICE = " - try another --calib-method (percentile, minmax) or more --calib-images"
+_SUGGESTED_METHODS = ("percentile", "minmax", "entropy")  # the first two not used are suggested
+
+
+def _int8_advice(used=None):
+    """What to try when an INT8 variant fails its gate: two range methods, not the one it used (a blind test's
+    percentile INT8 was told to try percentile)."""
+    others = ", ".join([m for m in _SUGGESTED_METHODS if m != used][:2])
+    said = "{}; this one used {}".format(others, used) if used else others
+    return " - try another --calib-method ({}) or more --calib-images".format(said)
+
+
+_INT8_ADVICE = _int8_advice()
 FP32 = Precision("fp32", 0.999)
 FP16 = Precision("fp16", 0.99, advice=" - the model may overflow FP16; keep the FP32 variant for it")
 INT8 = Precision("int8", 0.98, quantized=True, advice=_INT8_ADVICE)
