@@ -28,7 +28,9 @@ Timing: every round times each (runtime, batch) once for ``--seconds`` (order ro
 median over rounds; the ratio to NNCF's INT8 is the median of per-round ratios. The others' CPU share per
 round and the load average are recorded (a shared machine's neighbours show there).
 
-Goal: trtkit's choice at least NNCF INT8's speed (at each batch) at no lower mAP@[.5:.95]. Below the verdict,
+Goal: trtkit's choice at least NNCF INT8's speed (at each batch) at no lower mAP@[.5:.95]; beside it, how sure
+the mAP comparison is: the paired bootstrap interval over the held-out images of auto's mAP minus NNCF's
+(``detect.map_interval``; a verdict is never changed by it). Below the verdict,
 every candidate auto built (its own INT8 variants among them) with its held-out mAP, F1 and the build's img/s,
 and auto's notes: why a variant was not taken, to set beside NNCF's row.
 
@@ -68,6 +70,9 @@ def parse_args(argv):
     parser.add_argument("--calib-images", type=int, default=300,
                         help="calibration images for trtkit's build and for NNCF (default: 300, NNCF's default)")
     parser.add_argument("--tune-images", type=int, default=128, help="trtkit's tune split (default: 128)")
+    parser.add_argument("--map-replicates", type=int, default=200, metavar="R",
+                        help="paired bootstrap replicates for the interval of auto's mAP - NNCF's (default: 200; "
+                             "each is one COCO evaluation of both rows)")
     parser.add_argument("--max-drop", type=float, default=1.0, help="trtkit auto's mAP budget in points (1.0)")
     parser.add_argument("--checkpoint", metavar="PT", help="a detector trained on shape-boxes (e.g. `trtkit train "
                         "--task detection --model retinanet_resnet18_fpn --data shape-boxes --input-size 128`) "
@@ -204,15 +209,16 @@ def detect_all(runner, images, batch_size=8):
 
 
 def accuracy(found, reference, records, head, contract, labels):
-    """{map, map50, reference_map, f1, ...} of ``found`` against the records' boxes and ``reference``'s
-    detections (FP32), by the build's own ``DetectionComparison``."""
+    """({map, map50, reference_map, f1, ...}, the row's ``CocoMap``) of ``found`` against the records' boxes and
+    ``reference``'s detections (FP32), by the build's own ``DetectionComparison``; the map is kept for the paired
+    interval of two rows' difference."""
     from trtkit.pipeline.detections import DetectionComparison
     comparison = DetectionComparison(head, contract, labels)
     comparison.update_detections(found, reference, records)
     result = comparison.result()
     return {key: _round(result.get(key)) for key in ("map", "map50", "reference_map", "reference_map50",
                                                       "f1_agreement", "agreement_mean_iou",
-                                                      "agreement_mean_score_shift")}
+                                                      "agreement_mean_score_shift")}, comparison.variant_map
 
 
 # ---------------------------------------------------------------- timing
@@ -304,8 +310,13 @@ def measure(args, work):
         runners[AUTO_KEY + "_graph_nms"] = GraphSelecting(None, runner, head, contract)
     print("accuracy on {} held-out images ...".format(len(held.images)), flush=True)
     found = dict((key, detect_all(r, held.images)) for key, r in runners.items())
-    scores = dict((key, accuracy(found[key], found[REFERENCE], held.labels, head, contract, labels))
-                  for key in runners)
+    scores, maps = {}, {}
+    for key in runners:
+        scores[key], maps[key] = accuracy(found[key], found[REFERENCE], held.labels, head, contract, labels)
+    print("paired bootstrap of trtkit auto's mAP - NNCF INT8's ({} replicates) ...".format(args.map_replicates),
+          flush=True)
+    from trtkit.detect.map_interval import paired_map_difference
+    difference = paired_map_difference(maps[AUTO_KEY], maps[NNCF_KEY], replicates=args.map_replicates)
     waited = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else 0.0
     sizes = [int(b) for b in args.batches.split(",") if b.strip()]
     batches = dict((s, np.ascontiguousarray(np.resize(held.images, (s,) + held.images.shape[1:]))) for s in sizes)
@@ -342,7 +353,7 @@ def measure(args, work):
             "load_average_before": load_before, "load_average_after": load_after,
             "others_cpu_share_per_round": shares, "rows": table, "auto_candidates": auto_candidates(manifest),
             "auto_notes": (manifest.get("selection") or {}).get("notes") or [],
-            "verdict": verdict(figures, scores, sizes)}
+            "verdict": verdict(figures, scores, sizes, difference)}
 
 
 def auto_candidates(manifest):
@@ -376,12 +387,14 @@ def candidate_lines(candidates):
     return lines
 
 
-def verdict(figures, scores, sizes):
+def verdict(figures, scores, sizes, difference=None):
     """The goal per batch: trtkit auto's img/s >= NNCF INT8's (median of per-round ratios) and its mAP@[.5:.95]
-    not lower than NNCF's."""
+    not lower than NNCF's (as measured: the paired interval of the difference is reported beside it, never
+    used to call a lower mAP met)."""
     mine, theirs = scores[AUTO_KEY].get("map"), scores[NNCF_KEY].get("map")
     map_ok = mine is not None and theirs is not None and mine >= theirs
-    result = {"map_auto": mine, "map_nncf": theirs, "map_not_lower": map_ok, "per_batch": {}}
+    result = {"map_auto": mine, "map_nncf": theirs, "map_not_lower": map_ok, "per_batch": {},
+              "map_difference": difference}
     for size in sizes:
         ratio = paired_ratio(figures[(AUTO_KEY, size)], figures[(NNCF_KEY, size)])
         result["per_batch"][str(size)] = {"speed_vs_nncf": ratio, "met": bool(map_ok and ratio is not None
@@ -427,6 +440,9 @@ def text_table(record):
                   _f(v["map_auto"]), _f(v["map_nncf"]), "not lower" if v["map_not_lower"] else "LOWER",
                   ", ".join("batch {} {}x".format(b, x["speed_vs_nncf"]) for b, x in v["per_batch"].items()),
                   "**met**" if v["met"] else "NOT met")]
+    if v.get("map_difference"):
+        from trtkit.detect.map_interval import describe
+        lines.append("how sure: mAP@[.5:.95] " + describe(v["map_difference"], "trtkit auto", "NNCF INT8"))
     if m.get("auto_candidates"):
         lines += ["", "trtkit auto's candidates, as its build verified ({} held-out images) and timed them:".format(
             m["auto_candidates"][0]["images"])] + candidate_lines(m["auto_candidates"])

@@ -74,3 +74,22 @@ def test_text_table_lists_the_candidates_and_reads_an_older_record_without_them(
     text = text_table(record)
     assert "verified (400 held-out images)" in text and "m.fp32 (chosen)" in text
     assert text.rstrip().endswith("auto: m.int8-minmax-openvino fails its gate")
+
+
+def test_a_lower_map_within_its_interval_is_still_not_met_and_the_table_says_how_sure():
+    figures = {(AUTO_KEY, 1): [2.2, 2.2, 2.2], (NNCF_KEY, 1): [2.0, 2.0, 2.0]}
+    difference = {"metric": "map", "images": 400, "confidence": 0.95, "difference": -0.002,
+                  "interval": [-0.006, 0.002], "replicates": 200}
+    v = verdict(figures, {AUTO_KEY: {"map": 0.344}, NNCF_KEY: {"map": 0.346}}, [1], difference)
+    assert not v["met"] and v["map_difference"] is difference
+    row = {"runtime": "r", "batch": 1, "img_per_s": 10.0, "img_per_s_min_max": [9.0, 11.0], "latency_ms": 1.0,
+           "select_ms": 1.0, "vs_nncf_int8": 1.1, "map": 0.344, "map50": 0.6, "f1_agreement": 1.0}
+    m = {"model": "m", "load_average_before": [1], "load_average_after": [1], "others_cpu_share_per_round": [0.5],
+         "heldout_images": 400, "rows": [row], "verdict": v, "chosen": "m.fp32", "chosen_backend": "onnxruntime",
+         "chosen_verification": {"map": 0.3, "reference_map": 0.3, "f1_agreement": 1.0}, "build_seconds": 1.0,
+         "nncf_seconds": 1.0, "calib_images": 300, "nncf_ignored_scope": []}
+    text = text_table({"models": [m], "threads": 2, "batches": "1", "rounds": 4, "seconds": 1, "command": "c",
+                       "when": "w", "cpu": "cpu", "versions": {}, "uptime": "u"})
+    assert "NOT met" in text
+    assert ("how sure: mAP@[.5:.95] trtkit auto - NNCF INT8 = -0.0020 (95% interval -0.0060..+0.0020, 200 paired "
+            "bootstrap replicates over 400 images): not distinguishable on these images") in text
