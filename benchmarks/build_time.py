@@ -48,7 +48,7 @@ def nncf_run(fp32, calib, heldout, batch, threads, work):
     (ONNX Runtime) and the INT8 IR (OpenVINO) over ``heldout``."""
     from benchmarks.common import nncf_int8
     from benchmarks.real_models.speed import Reiterable, open_runner
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     start = time.time()
     path, _ = nncf_int8(fp32, Reiterable(calib, batch), os.path.join(work, "nncf.int8.xml"))
     runners = [open_runner("onnxruntime", fp32, threads), open_runner("openvino", path, threads)]

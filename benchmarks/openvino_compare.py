@@ -173,7 +173,7 @@ def main(argv=None):
     from trtkit.data import load_images
     from trtkit.fileio import write_json, write_bytes
     from trtkit.precision.calibrate import load_calibration_images
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
 
     work = tempfile.mkdtemp(prefix="trtkit-ov-compare-")
     chosen = manifest = None

@@ -159,7 +159,7 @@ def measure(name, args, work):
     from trtkit.backends import get_backend
     from trtkit.backends.torch import torch_runner
     from trtkit.data import load_images
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     keywords, label = source_for(name, args.size, work, args.train_steps, args.finetune_steps)
     out = os.path.join(work, "build-" + name)
     start = time.time()

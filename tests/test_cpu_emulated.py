@@ -45,7 +45,7 @@ def artifacts(tmp_path_factory):
     import trtkit
     from trtkit.backends import get_backend
     from trtkit.data import select
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     tmp_path = tmp_path_factory.mktemp("emulated")
     int8 = {}
     for target in ("vnni", "avx2"):  # the builds' own verification is not what is checked here: 64 images

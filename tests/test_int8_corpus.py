@@ -123,7 +123,7 @@ def test_bisenet_fp32_contract_is_the_packages_preprocessing(tmp_path):
     import trtkit
     from benchmarks.real_models.corpus_data import package_decisions
     from trtkit.data import select
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     onnx_file, images, contract = _prepare("bisenet_face_parsing", 4, tmp_path)
     result = trtkit.build(onnx=onnx_file, data=images, precision="fp32", backend="onnxruntime",
                           out=str(tmp_path / "out"), bench_seconds=0, **contract)

@@ -100,7 +100,7 @@ def test_runner_matches_onnxruntime_and_describes_what_ran(fp32_onnx):
 def test_fixed_batch_onnx_gives_a_fixed_batch_range(fp32_onnx, tmp_path):
     import onnx
     from trtkit.backends.openvino import OpenVINORunner
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     model = onnx.load(fp32_onnx)
     for value in list(model.graph.input) + list(model.graph.output):
         value.type.tensor_type.shape.dim[0].dim_value = 4

@@ -110,7 +110,7 @@ class _RangeRunner(Runner):
 @pytest.mark.parametrize("batch_range, sizes", [((1, 4, 16), [16, 16, 8]), ((4, 4, 4), [4] * 10),
                                                 ((8, 8, 64), [32, 8])])
 def test_batches_stay_inside_the_runners_range(batch_range, sizes):
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     images = np.arange(40, dtype=np.float32).reshape(40, 1)
     runner = _RangeRunner(batch_range)
     out = run_batches(runner, images, batch_size=32)

@@ -87,7 +87,7 @@ def measure(name, settings, work):
     from trtkit import tasks
     from trtkit.contract import InputContract
     from trtkit.data import select
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     from benchmarks.real_models import prepare
     from benchmarks.real_models.corpus_data import package_decisions
     started = time.time()

@@ -127,7 +127,8 @@ def row_specs(plain, auto):
 def score(runners, heldout, kind, batch):
     """{key: trtkit's Comparison result} of every runner against ONNX Runtime FP32, a batch of held-out images at
     a time (only one batch is ever in memory)."""
-    from trtkit.pipeline.verify import Comparison, run_batches
+    from trtkit.backends.base import run_batches
+    from trtkit.pipeline.verify import Comparison
     comparisons = dict((key, Comparison(kind)) for key in runners)
     for images, labels in heldout.batches(batch, progress=False):
         reference = run_batches(runners[REFERENCE], images, batch)

@@ -117,7 +117,7 @@ class LoadedModel(object):
         """Yield (labels, outputs, sizes) per batch of at most ``batch_size`` inputs (a float batch is sliced, not
         copied); ``sizes``: each image's own (w, h), None for preprocessed inputs. ``run(batch)``: what a batch
         gives (default: the first output, within the artifact's batch range)."""
-        from trtkit.pipeline.verify import run_batches
+        from trtkit.backends.base import run_batches
         if run is None:
             def run(batch):
                 return run_batches(self.runner, batch, self.batch_size)

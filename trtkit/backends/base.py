@@ -181,6 +181,28 @@ class Runner(object):
         return self._outputs
 
 
+def run_batches(runner, images, batch_size=32):
+    """Run every image through ``runner`` in batches it accepts; returns the first output for all of them.
+
+    The one loop every caller of a runner over many images uses (verification, the benchmark's agreement,
+    ``predict``, QAT's runtime check). Batches are ``batch_size`` images, kept inside the runner's
+    ``batch_range()`` (an engine's optimization profile, a model's fixed batch); a last chunk smaller than the
+    range's minimum is padded and the padding's rows dropped.
+    """
+    batch_range = runner.batch_range()
+    size, minimum = runner.accepted_batch(batch_size), batch_range[0] if batch_range else 1
+    import numpy as np
+    outputs = []
+    for start in range(0, images.shape[0], size):
+        chunk = images[start:start + size]
+        real = chunk.shape[0]
+        if real < minimum:
+            pad = np.zeros((minimum - real,) + chunk.shape[1:], dtype=chunk.dtype)
+            chunk = np.concatenate([chunk, pad])
+        outputs.append(np.asarray(runner.infer(chunk), dtype=np.float32)[:real])
+    return np.concatenate(outputs)
+
+
 class Backend(object):
     """Builds artifacts from ONNX and creates Runners for them.
 

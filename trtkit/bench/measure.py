@@ -125,8 +125,8 @@ def set_figures(cell, what, stats, batch):
 
 
 def agreement_logits(runner, images):
-    """Logits of ``images`` in batches of up to 32 that the runner accepts (``verify.run_batches``)."""
-    from trtkit.pipeline.verify import run_batches
+    """Logits of ``images`` in batches of up to 32 that the runner accepts (``backends.base.run_batches``)."""
+    from trtkit.backends.base import run_batches
     return run_batches(runner, images, AGREEMENT_BATCH)
 
 

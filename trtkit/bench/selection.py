@@ -36,7 +36,7 @@ def time_host_selection(build_folder, manifest, images, batch_sizes, seconds=0.5
     from trtkit.contract import InputContract
     from trtkit.detect.params import DetectionHead
     from trtkit.detect.select import select_decoded
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     head = DetectionHead.from_dict(record)
     contract = InputContract.from_dict(manifest["model"]["input"])
     height, width = (contract.height, contract.width) if size is None else (size, size)

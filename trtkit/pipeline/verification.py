@@ -58,7 +58,7 @@ def _reference_runner(state, stack):
         batch_size = state.options.batch_size
         return lambda images: torch_logits(model, images, batch_size)
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     runner = stack.enter_context(OnnxRuntimeRunner(state.fp32_onnx, providers=["CPUExecutionProvider"]))
     return lambda images: run_batches(runner, images, state.options.batch_size)
 
@@ -99,7 +99,7 @@ def _open(state, record):
 def _variant_pass(state, record, runner, scratch, batches):
     """Stream the held-out images through ``runner`` against the stored reference outputs; fills the
     record's verification figures."""
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     options = state.options
     comparison = comparison_for(state.source.info, state.selection)
     index = 0
@@ -158,7 +158,7 @@ def _one_pass(state, records, verified, figures):
     """Small artifacts: the reference and every variant open together, one pass over the held-out images
     (memory: the sessions and one batch; nothing on disk, whatever the number of images), then the variants
     timed in interleaved rounds, per batch size, while still open (``figures``). Returns (images, seconds)."""
-    from trtkit.pipeline.verify import run_batches
+    from trtkit.backends.base import run_batches
     options = state.options
     images_seen, start = 0, time.time()
     with contextlib.ExitStack() as stack:

@@ -25,26 +25,6 @@ import numpy as np
 from trtkit.errors import VerificationFailed
 
 
-def run_batches(runner, images, batch_size=32):
-    """Run every image through ``runner`` in batches it accepts; returns the first output for all of them.
-
-    Batches are ``batch_size`` images, kept inside the runner's ``batch_range()``
-    (an engine's optimization profile, a model's fixed batch); a last chunk
-    smaller than the range's minimum is padded and the padding's rows dropped.
-    """
-    batch_range = runner.batch_range()
-    size, minimum = runner.accepted_batch(batch_size), batch_range[0] if batch_range else 1
-    outputs = []
-    for start in range(0, images.shape[0], size):
-        chunk = images[start:start + size]
-        real = chunk.shape[0]
-        if real < minimum:
-            pad = np.zeros((minimum - real,) + chunk.shape[1:], dtype=chunk.dtype)
-            chunk = np.concatenate([chunk, pad])
-        outputs.append(np.asarray(runner.infer(chunk), dtype=np.float32)[:real])
-    return np.concatenate(outputs)
-
-
 def compare(logits, reference, labels=None, kind=None):
     """The verification record of ``logits`` against ``reference`` outputs (one ``Comparison`` of one batch):
     images, agreement of the decisions (``top1_agreement``), accuracy and the reference's (None without

@@ -156,9 +156,10 @@ def compare_runtimes(gm, onnx_path, images, batch_size=32):
     if available("openvino"):
         from trtkit.backends.openvino import OpenVINORunner
         runners.append(("openvino", lambda: OpenVINORunner(onnx_path)))
+    from trtkit.backends.base import run_batches
     for name, make in runners:
         with make() as runner:
-            got = np.concatenate([runner.infer(images[s:s + batch_size]) for s in range(0, len(images), batch_size)])
+            got = run_batches(runner, images, batch_size)
         results[name] = agreement(got, reference)
     return results
 
