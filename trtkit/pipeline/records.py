@@ -149,10 +149,13 @@ class Verification(Record):
     ``intervals``: each figure's 95% interval as [low, high] (``top1_agreement``, ``accuracy``,
     ``reference_accuracy``, ``accuracy_drop`` and ``agreement_drop`` as fractions lost against FP32; a
     segmentation map's ``pixel_agreement``, ``miou_vs_reference``, ``miou``, ``miou_drop``), with
-    ``confidence`` and ``method``; ``counts``: what a classifier's figures were counted from."""
+    ``confidence`` and ``method``; ``counts``: what a classifier's figures were counted from; ``is_reference``:
+    True when this artifact's outputs were the reference itself (an ONNX source's FP32 file on ONNX Runtime's
+    CPU provider: ``verification._reference_twin``)."""
     FIELDS = (("images", 0), ("decision", None), ("top1_agreement", None), ("accuracy", None),
               ("reference_accuracy", None), ("max_abs_diff", None), ("mean_abs_diff", None),
-              ("label_agreement", None), ("unreadable_images", None), ("intervals", None), ("counts", None))
+              ("label_agreement", None), ("unreadable_images", None), ("intervals", None), ("counts", None),
+              ("is_reference", None))
 
 
 class ArtifactRecord(Record):
