@@ -24,10 +24,10 @@ DEFAULT_REPLICATES = 200
 _SEED = 20261128
 
 
-def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SEED, key="map", progress=None):
+def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SEED, key="map", progress=True):
     """{"difference", "interval" [low, high], "replicates", "images", "metric", "method", "share_below_zero"}
     for ``first.result()[key] - second.result()[key]`` where ``first`` and ``second`` are ``CocoMap``s fed the
-    same images in the same order (InputError otherwise). ``progress``: a callable(done, total) or None.
+    same images in the same order (InputError otherwise). ``progress``: a bar with rate and ETA (``log.Progress``).
     Replicates in which either mAP is undefined (no ground truth drawn) are left out and counted."""
     if list(first.keys) != list(second.keys):
         raise InputError("the two mAPs were not measured on the same images in the same order",
@@ -44,18 +44,22 @@ def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SE
     if a is None or b is None or count < 2:
         return record
     record["difference"] = round(a - b, 6)
+    import contextlib
+    from trtkit.log import Progress
     random = np.random.RandomState(seed)
     differences, undefined = [], 0
-    for index in range(replicates):
-        draw = random.randint(0, count, size=count)
-        x = first.resampled(draw).result().get(key)
-        y = second.resampled(draw).result().get(key)
-        if x is None or y is None:
-            undefined += 1
-        else:
-            differences.append(x - y)
-        if progress is not None:
-            progress(index + 1, replicates)
+    with (Progress("mAP bootstrap", total=replicates, unit="replicate") if progress else
+          contextlib.suppress()) as bar:
+        for _ in range(replicates):
+            draw = random.randint(0, count, size=count)
+            x = first.resampled(draw).result().get(key)
+            y = second.resampled(draw).result().get(key)
+            if x is None or y is None:
+                undefined += 1
+            else:
+                differences.append(x - y)
+            if bar is not None:
+                bar.update()
     record.update(replicates=len(differences), undefined_replicates=undefined,
                   interval=rounded(percentile_interval(differences)),
                   share_below_zero=round(float(np.mean(np.asarray(differences) < 0.0)), 4) if differences else None)
