@@ -102,6 +102,43 @@ def test_a_failing_int8_is_not_told_to_try_the_method_it_used(capsys):
     assert "this one used percentile" in summary and "(percentile, minmax)" not in summary
 
 
+def test_a_fine_tuned_int8_is_judged_by_accuracy_when_it_has_labels(capsys):
+    """Blind test (digit-recognizer-py's CNN, 52.6% accurate on the sample's digits): QAT fine-tuned it to 88.3%,
+    agreeing 57.7% with FP32, and the gate called it failing with advice about range methods it never used. A
+    QAT variant verified with labels is judged by its accuracy against FP32's; without labels, by agreement."""
+    from trtkit.pipeline.gate import judge
+    reference, _, labels = _stand_in(400, 0)
+    fixed = reference.copy()  # right wherever FP32 was wrong: about 10% fewer agreements, 10 points more accurate
+    wrong = reference.argmax(axis=1) != labels
+    fixed[wrong, labels[wrong]] += 20.0
+    record = _record("m.int8", "int8", fixed, reference, labels, 100.0)
+    record["int8_method"] = "qat"
+    capsys.readouterr()
+    judge(record, 0.98)
+    assert record["verify"]["top1_agreement"] < 0.95 and record["status"] == "ok" and record["significant"] is True
+    assert "judged by accuracy" in record["status_detail"] and record["max_accuracy_drop"] == pytest.approx(0.02)
+    # the same figures from a post-training INT8 fail: it must decide as FP32 does
+    ptq = _record("m.int8", "int8", fixed, reference, labels, 100.0)
+    judge(ptq, 0.98)
+    assert ptq["status"] == "failing"
+    # a fine-tune that got worse: 8% of FP32's right answers lost
+    worse = reference.copy()
+    lost = np.flatnonzero(~wrong)[:32]
+    worse[lost, (labels[lost] + 1) % 10] += 20.0
+    record = _record("m.int8", "int8", worse, reference, labels, 100.0)
+    record["int8_method"] = "qat"
+    capsys.readouterr()
+    judge(record, 0.98)
+    said = capsys.readouterr().err
+    assert record["status"] == "failing" and "--qat-steps" in said and "--calib-method" not in said
+    # without labels the agreement gate stands, with the fine-tune's advice
+    record = _record("m.int8", "int8", fixed, reference, None, 100.0)
+    record["int8_method"] = "qat"
+    judge(record, 0.98)
+    assert record["status"] == "failing" and "agreement" in record["status_detail"]
+    assert "judged by accuracy" not in record["status_detail"]
+
+
 def test_a_gate_passed_on_the_estimate_but_not_its_bound_says_so():
     from trtkit.pipeline.gate import judge
     reference, _, labels = _stand_in(160, 0)

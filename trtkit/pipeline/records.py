@@ -162,13 +162,14 @@ class ArtifactRecord(Record):
     """One built artifact: ``name`` (``NAME.<label>``), ``precision``, ``backend``, ``path`` and ``onnx``
     (file names in the build folder), ``bytes``, ``build_seconds``; after verification ``verify``
     (a Verification), ``status`` (ok, failing, built), ``status_detail``, ``significant`` (False: passes on
-    the measured figures, not on their 95% lower bounds), ``min_agreement``, ``ran_on``,
+    the measured figures, not on their 95% lower bounds), ``min_agreement``, ``max_accuracy_drop`` (a QAT
+    variant verified with labels: judged by accuracy, ``gate.fine_tuned_judged_by_accuracy``), ``ran_on``,
     ``throughput_batch``, ``throughput_ips`` (median of ``throughput_rounds``, interleaved with the other
     artifacts); what made it: ``calibration``, ``int8_encoding``, ``isa``,
     ``kept_fp32_ops``, ``kept_layers``, ``kept_in``, ``mixed_from``, ``tune``, ``backend_info``."""
     FIELDS = (("name", None), ("precision", None), ("backend", None), ("path", None), ("onnx", None),
               ("bytes", None), ("build_seconds", None), ("verify", None), ("status", None),
-              ("status_detail", None), ("significant", None), ("min_agreement", None), ("ran_on", None), ("throughput_batch", None),
+              ("status_detail", None), ("significant", None), ("min_agreement", None), ("max_accuracy_drop", None), ("ran_on", None), ("throughput_batch", None),
               ("throughput_ips", None), ("throughput_rounds", None), ("calibration", None), ("int8_encoding", None), ("isa", None),
               ("kept_fp32_ops", None), ("kept_layers", None), ("kept_in", None), ("mixed_from", None),
               ("tune", None), ("backend_info", None))

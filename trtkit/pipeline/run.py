@@ -214,7 +214,7 @@ def gate_summary(manifest):
         return None
     parts = ["{}: {}".format(a["name"], a["status_detail"]) for a in failing]
     tips = []
-    for tip in (advice(a["precision"], a.get("calibration")) for a in failing):
+    for tip in (advice(a["precision"], a.get("calibration"), a.get("int8_method")) for a in failing):
         if tip not in tips:
             tips.append(tip)
     return "failing its verification gate: {}{}; or --precision auto to get the fastest variant that passes".format(

@@ -48,7 +48,10 @@ _SUGGESTED_METHODS = ("percentile", "minmax", "entropy")  # the first two not us
 
 def _int8_advice(used=None):
     """What to try when an INT8 variant fails its gate: two range methods, not the one it used (a blind test's
-    percentile INT8 was told to try percentile)."""
+    percentile INT8 was told to try percentile); for a fine-tuned one (``used`` 'qat') what moves a fine-tune."""
+    if used == "qat":
+        return (" - a fine-tuned (QAT) variant: try more or fewer --qat-steps, or post-training INT8 (no "
+                "--qat-steps); with labelled held-out images it is judged by accuracy, not by agreement")
     others = ", ".join([m for m in _SUGGESTED_METHODS if m != used][:2])
     said = "{}; this one used {}".format(others, used) if used else others
     return " - try another --calib-method ({}) or more --calib-images".format(said)
