@@ -8,8 +8,9 @@ tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.on
   ``combined_perclass`` with ``max_output_size_per_class`` 4 below ``max_total_size`` 20 (the head's
   ``max_per_class``);
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score;
-- ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop (no NonMaxSuppression):
-  refused in one line, built when the user names the network's boxes and scores;
+- ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop and Ifs (no
+  NonMaxSuppression): the network's boxes and scores entering them, and the thresholds, read by structure
+  (``detect.decoders.loops``); built from the tensors a user names too;
 - ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``); ``topk_batch``
   per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1); ``topk_classmajor`` on scores
   transposed to ``[N, C, A]`` before the flattening (class-major: the anchor is ``index % A``).
@@ -102,6 +103,7 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
     "combined_perclass": {"class_agnostic": False, "detections": 20, "max_output_boxes_per_class": 4,
                           "score_layout": "classes_first"},
     "nms": {"class_agnostic": True, "detections": 20, "score_layout": "anchors_first"},
+    "padded": {"class_agnostic": True, "detections": 20, "score_layout": "anchors_first"},
     "topk": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
              "score_layout": "anchors_first"},
     "topk_classmajor": {"class_agnostic": False, "detections": 20, "iou_threshold": 1.0, "score_threshold": 0.0,
@@ -109,7 +111,7 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
 }
 
 
-@pytest.mark.parametrize("kind", ["combined", "nms", "topk"] + [pytest.param(kind, marks=pytest.mark.extended)
+@pytest.mark.parametrize("kind", ["combined", "nms", "padded", "topk"] + [pytest.param(kind, marks=pytest.mark.extended)
                                   for kind in ("combined_clip", "combined_perclass", "topk_batch",
                                                "topk_classmajor")])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
@@ -123,7 +125,7 @@ def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     if family == "nms":
         assert params["iou_threshold"] == pytest.approx(0.5) and params["score_threshold"] == pytest.approx(0.3)
     ops = set(n.op_type for n in model.graph.node)
-    assert not ops & {"NonMaxSuppression", "TopK", "Pad", "ScatterND", "GatherND"}, ops
+    assert not ops & {"NonMaxSuppression", "TopK", "Pad", "ScatterND", "GatherND", "Loop", "If"}, ops
     images = drawn()
     expected = export_detections(kind, images)
     counts = [len(e) for e in expected]
@@ -181,16 +183,18 @@ def test_old_postprocessing_records_load_without_a_per_class_cap():
     assert capped.with_overrides(class_agnostic=True).per_class == 20  # one NMS group: the total caps it
 
 
-def test_a_selection_in_a_loop_is_refused_in_one_line_then_built_from_named_tensors(tmp_path):
-    """``non_max_suppression_padded`` (tf2onnx: a Loop, no NonMaxSuppression): one InputError naming the Loop;
-    with the network's boxes and scores named and the thresholds given, FP32 is the export's own."""
+def test_a_selection_in_a_loop_takes_the_tensors_a_user_names(tmp_path):
+    """``non_max_suppression_padded`` (tf2onnx: a Loop and Ifs, no NonMaxSuppression) is read by itself (the
+    parametrized test above); the boxes and scores a user names from the CLI are cut at instead, a name the graph
+    lacks is one line."""
     from conftest import run_cli
+    names = network_outputs(fixture("padded"))
     done = run_cli(["build", "--onnx", fixture("padded"), "--task", "detection", "--data", "shape-boxes",
-                    "--backend", "onnxruntime", "--out", str(tmp_path / "refused")], timeout=300)
+                    "--backend", "onnxruntime", "--decoder", "nms", "--decoder-param", "boxes=no_such_tensor",
+                    "--decoder-param", "scores=" + names["scores"], "--out", str(tmp_path / "refused")], timeout=300)
     errors = [line for line in done.stderr.splitlines() + done.stdout.splitlines() if line.startswith("error")]
     assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert "a Loop" in errors[0] and "non_max_suppression_padded" in errors[0] and "boxes=NAME" in errors[0]
-    names = network_outputs(fixture("padded"))
+    assert "boxes=no_such_tensor" in errors[0], errors
     params = ["boxes=" + names["boxes"], "scores=" + names["scores"], "iou_threshold=0.5", "score_threshold=0.3",
               "detections=20", "class_agnostic=true"]
     images = drawn()

@@ -229,14 +229,9 @@ class Nms(object):
             raise fail("--decoder nms: the graph's NonMaxSuppression sits in a branch (an If) and no top-k "
                        "candidates feed it: trtkit cannot cut there", hint="pass --decoder yolo|priors|dfl or your "
                        "own --decoder module:function for the graph's raw outputs")
-        loops = tails.loop_selection(model)
-        if not nodes and loops and not ("boxes" in given and "scores" in given):
-            raise fail("--decoder nms: the graph selects in a Loop ('{}': a while loop, as tf2onnx writes TensorFlow's "
-                       "non_max_suppression_padded) and has no NonMaxSuppression node: trtkit cannot read its "
-                       "parameters".format(loops[0].name or loops[0].output[0]),
-                       hint="name its network's outputs: --decoder nms --decoder-param boxes=NAME --decoder-param "
-                            "scores=NAME, and iou_threshold, score_threshold, detections (class_agnostic=true for "
-                            "one score per box)")
+        if not nodes and tails.loop_selection(model):  # TensorFlow's non_max_suppression_padded: read by structure
+            from trtkit.detect.decoders import loops
+            return self._cut_named(model, dict(loops.read(model, given), **given))
         if not nodes and "boxes" in given and "scores" in given:  # the user's reading: cut at the tensors named
             return self._cut_named(model, given)
         if not nodes:
@@ -283,7 +278,7 @@ class Nms(object):
         return read
 
     def _cut_named(self, model, given):
-        """``cut`` at the boxes and scores the user named (a selection trtkit cannot read: a Loop)."""
+        """``cut`` at the boxes and scores named (by the user, or read by ``loops`` around a selection in a Loop)."""
         from trtkit.onnx.layout import is_nhwc
         from trtkit.onnx.load import keep_outputs
         read = {"center_point_box": 0, "order": "yxyx" if is_nhwc(model) else "xyxy", "class_agnostic": False,
@@ -294,7 +289,7 @@ class Nms(object):
                 raise fail("--decoder-param {}={}: the graph has no such tensor".format(key, given[key]))
         outputs = [o.name for o in model.graph.output]
         removed = keep_outputs(model, [given["boxes"], given["scores"]])
-        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": None}
+        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": given.pop("loop", None)}
         read.update(given)
         return read
 

@@ -12,8 +12,8 @@ detector (``tests/tf_exports.py``):
 - ``tf.image.non_max_suppression`` of one image (``boxes[0]``): ``Slice`` 0:1 on the batch axis and
   ``Squeeze``, so ``image_source`` walks through them to the batch's tensor;
 - ``tf.image.non_max_suppression_padded``: TensorFlow's tiled NMS written in Python ops, a ``Loop`` (while
-  loop) and no NonMaxSuppression node: its parameters cannot be read from ops (``loop_selection``), so ``nms``
-  refuses it in one line unless the boxes and scores are named;
+  loop) and no NonMaxSuppression node (``loop_selection``): ``loops`` reads the network's boxes and scores
+  entering it and its thresholds by the graph's structure;
 - ``tf.math.top_k`` over an image's flattened ``[A x C]`` scores, then a gather of the boxes by ``index //
   C``, no NMS (CenterNet/DETR-style): the ``topk`` family (``best_k``) cuts before the TopK, and the selection
   is the K best (box, class) pairs: NMS at IoU 1 (nothing suppressed), no score threshold, K detections.
