@@ -222,3 +222,73 @@ def test_topk_refuses_a_graph_with_nms_in_one_line():
     with pytest.raises(InputError) as refused:
         decode_graph(onnx.load(fixture("combined")), "topk")
     assert "TopK" in str(refused.value) and "--decoder nms" in str(refused.value.hint)
+
+
+SIZES = ((48, 80), (96, 72), (64, 64), (120, 90), (40, 40), (72, 128))  # (height, width) of the images fed whole
+
+
+def sized_images():
+    """The drawn 64 px images resized (PIL bilinear) to each of ``SIZES`` in turn: uint8 images of 6 sizes."""
+    from PIL import Image
+    return [np.asarray(Image.fromarray(image).resize(SIZES[i % len(SIZES)][::-1], Image.BILINEAR))
+            for i, image in enumerate(drawn())]
+
+
+def resized_export_detections(kind, images):
+    """Per image the export's own detections, the image fed whole at its own size (uint8 to ``resize``, 0-1 floats
+    to ``resize_pixels``): ``resize``'s boxes are fractions of the image, ``resize_pixels``' its pixels."""
+    from trtkit.detect.records import Detections
+    session = ort.InferenceSession(fixture(kind), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    found = []
+    for image in images:
+        height, width = image.shape[:2]
+        batch = image[None] if kind == "resize" else image[None].astype(np.float32) / 255.0
+        out = dict(zip(names, session.run(None, {"image": batch})))
+        pick = (lambda v: v[0]) if kind == "resize" else (lambda v: v)
+        boxes, scores, labels = (pick(out[k]) for k in ("detection_boxes", "detection_scores", "detection_classes"))
+        count = int(np.asarray(pick(out["num_detections"])))
+        boxes = boxes[:count, [1, 0, 3, 2]].astype(np.float64)
+        if kind == "resize":
+            boxes = boxes * [width, height, width, height]
+        boxes = boxes.clip(0, [width, height, width, height])
+        found.append(Detections(boxes, scores[:count], labels[:count].astype(np.int64)))
+    return found
+
+
+@pytest.mark.parametrize("kind", ["resize", pytest.param("resize_pixels", marks=pytest.mark.extended)])
+def test_an_export_that_resizes_inside_is_built_at_its_size_and_keeps_its_detections_at_every_size(tmp_path, kind):
+    """``resize``: uint8 ``[1, None, None, 3]``, ``tf.image.resize`` to 64x64 inside, boxes as fractions of the
+    image; ``resize_pixels``: floats, the same resize, boxes in the image's pixels. trtkit builds at 64x64 (no
+    ``--input-size``), resizes each image itself as the graph does (``stretch``, the ``tf`` filter: the graph's
+    Resize then maps 64 to 64, the identity) and maps the boxes back: on images of 6 sizes FP32 keeps exactly the
+    export's own detections, each image fed to it whole; PIL's antialiased resize instead does not."""
+    images = sized_images()
+    expected = resized_export_detections(kind, images)
+    counts = [len(e) for e in expected]
+    assert sum(counts) >= 30 and len(set(np.concatenate([e.labels for e in expected]))) == 3, counts
+    out, manifest = build(tmp_path, kind)
+    contract = manifest["model"]["input"]
+    assert (contract["height"], contract["width"], contract["resize"], contract["resize_filter"]) == \
+        (64, 64, "stretch", "tf"), contract
+    assert manifest["model"]["detection"]["decoder"]["params"]["inner_resize"]["size"] == [64, 64]
+    f1, equal = same(predicted(out, "fp32", images), expected)
+    int8_f1 = same(predicted(out, "int8", images), expected)[0]
+    import trtkit
+    pil = str(tmp_path / "pil")
+    built = trtkit.build(onnx=fixture(kind), task="detection", mean=[0, 0, 0], std=[1, 1, 1], resize_filter="pil",
+                         data="shape-boxes", precision="fp32", verify_images=8, backend="onnxruntime", bench_seconds=0,
+                         out=pil)
+    assert built.manifest["model"]["input"]["resize"] == "stretch"  # the graph's, where the user set none
+    pil_f1, pil_equal = same(predicted(pil, "fp32", images), expected)
+    print(kind, sum(counts), "detections on", len(SIZES), "sizes; FP32 F1 vs the export:", f1, "equal:", equal,
+          "INT8 F1:", int8_f1, "| resized by PIL instead: F1", pil_f1, "equal:", pil_equal)
+    assert f1 == 1.0 and equal
+    assert int8_f1 >= 0.5
+    assert quantized_tail_is_float(out, manifest)
+    assert not pil_equal
+    from trtkit.errors import InputError
+    from trtkit.pipeline.foreign_detector import graph_size
+    with pytest.raises(InputError) as refused:  # another size would resize twice
+        graph_size(onnx.load(fixture(kind)), (96, 96))
+    assert "resizes it to 64x64 inside" in str(refused.value) and "drop --input-size" in refused.value.hint

@@ -88,7 +88,7 @@ def _chain(index, name):
     chain = [name]
     for _ in range(32):
         node = index.producers.get(chain[-1])
-        if node is None or not (node.op_type in _PURE or tails._takes_image(index, node)[0]):
+        if node is None or not (node.op_type in _PURE or tails.takes_image(index, node)[0]):
             break
         chain.append(node.input[0])
     return chain
@@ -104,11 +104,10 @@ def _batch_boxes(chain, types):
 def _class_scores(model, index, chain, types):
     """(the class scores ``[N, A, C]``, their class axis) that a chain's tensors take each box's best of (a
     ``ReduceMax``), or an ``[N, A, 1]`` tensor of the chain (one class), else None."""
-    from trtkit.detect.decoders.nms import _reduced_classes
     for tensor in chain:
         node = index.producers.get(tensor)
         if node is not None and node.op_type == "ReduceMax":
-            return _reduced_classes(model, tensor)
+            return tails.reduced_classes(model, tensor)
     single = [t for t in chain if (types.get(t) or (0, None))[1] is not None and len(types[t][1]) == 3 and
               types[t][1][2] == 1]
     return (single[-1], -1) if single else None

@@ -68,27 +68,6 @@ def inside(model):
     return bool(find(model) or topk.nested(model))
 
 
-def _reduced_classes(model, scores):
-    """(the per-class tensor, its class axis) when ``scores`` comes through reshapes from a ReduceMax over one
-    axis (a best-class-per-box score), else None."""
-    producers = dict((out, node) for node in model.graph.node for out in node.output)
-    node = producers.get(scores)
-    for _ in range(8):
-        if node is None or node.op_type not in _THROUGH + ("ReduceMax",):
-            return None
-        if node.op_type == "ReduceMax":
-            axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
-            if not axes and len(node.input) > 1 and node.input[1]:
-                found = _constant(model, node.input[1])
-                axes = [] if found is None else [[int(v) for v in np.asarray(found).reshape(-1)]]
-            if len(axes) != 1 or len(axes[0]) != 1:
-                return None
-            source, dropped = tails.image_source(topk.Index(model), node.input[0])  # x[0] of a batch-1 export
-            return source, axes[0][0] + (1 if dropped and axes[0][0] >= 0 else 0)
-        node = producers.get(node.input[0])
-    return None
-
-
 def _scalar(model, name):
     """A one-value constant's float, else None."""
     value = _constant(model, name) if name else None
@@ -262,7 +241,7 @@ class Nms(object):
         if passed.get("candidate_threshold") is not None:
             read["candidate_threshold"] = passed["candidate_threshold"]
             read["score_threshold"] = max(read.get("score_threshold") or 0.0, passed["candidate_threshold"])
-        reduced = _reduced_classes(model, read["scores"])
+        reduced = tails.reduced_classes(model, read["scores"])
         if reduced is not None:
             read["scores"], read["class_axis"] = reduced
             read["class_agnostic"] = "class_offset" not in passed  # shifted apart by class: NMS per class

@@ -22,6 +22,7 @@ detector (``tests/tf_exports.py``):
 import numpy as np
 
 from trtkit.detect.decoders import topk
+from trtkit.onnx.normalize import constant_value
 
 _FLAT = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 
@@ -31,7 +32,7 @@ def _ints(index, name):
     return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def _takes_image(index, node):
+def takes_image(index, node):
     """(whether ``node`` takes image 0 of the batch, whether it drops the batch axis): a ``Slice`` 0:1 of axis
     0, a ``Squeeze`` of axis 0, or a ``Gather`` of index 0 on axis 0 (a scalar index: the axis dropped)."""
     if node.op_type == "Slice" and len(node.input) > 3:
@@ -55,7 +56,7 @@ def image_source(index, name):
     for _ in range(4):
         if node is None:
             break
-        took, drops = _takes_image(index, node)
+        took, drops = takes_image(index, node)
         if not took:
             break
         dropped, found = dropped or drops, node.input[0]
@@ -94,6 +95,27 @@ def kept_count(model, start):
     return min(found) if found else None
 
 
+def reduced_classes(model, scores):
+    """(the per-class tensor, its class axis) when ``scores`` comes through reshapes from a ReduceMax over one
+    axis (a best-class-per-box score), else None."""
+    producers = dict((out, node) for node in model.graph.node for out in node.output)
+    node = producers.get(scores)
+    for _ in range(8):
+        if node is None or node.op_type not in _FLAT + ("Transpose", "ReduceMax"):
+            return None
+        if node.op_type == "ReduceMax":
+            axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
+            if not axes and len(node.input) > 1 and node.input[1]:
+                found = constant_value(model, node.input[1])
+                axes = [] if found is None else [[int(v) for v in np.asarray(found).reshape(-1)]]
+            if len(axes) != 1 or len(axes[0]) != 1:
+                return None
+            source, dropped = image_source(topk.Index(model), node.input[0])  # x[0] of a batch-1 export
+            return source, axes[0][0] + (1 if dropped and axes[0][0] >= 0 else 0)
+        node = producers.get(node.input[0])
+    return None
+
+
 def loop_selection(model):
     """The top-level ``Loop`` nodes of a graph with no NonMaxSuppression anywhere (TensorFlow's
     ``non_max_suppression_padded``, a while loop in tf2onnx's export), or []."""
@@ -124,7 +146,7 @@ def flat_scores(index, name):
         node = index.producers.get(name)
         if node is None or node.op_type not in _FLAT + ("Slice", "Gather"):
             return name
-        if node.op_type in ("Slice", "Gather") and not _takes_image(index, node)[0]:
+        if node.op_type in ("Slice", "Gather") and not takes_image(index, node)[0]:
             return None
         name = node.input[0]
     return None
