@@ -24,6 +24,7 @@ from trtkit.detect.decoders.base import fail
 
 _PURE = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # views of the same values in the same order
 _COMPARE = ("Greater", "GreaterOrEqual")
+_REDUCED = ("ReduceMax", "GlobalMaxPool")  # each box's best class score
 HINT = ("name the network's outputs: --decoder nms --decoder-param boxes=NAME --decoder-param scores=NAME, and "
         "iou_threshold, score_threshold, detections (class_agnostic=true for one score per box)")
 
@@ -103,13 +104,18 @@ def _batch_boxes(chain, types):
 
 def _class_scores(model, index, chain, types):
     """(the class scores ``[N, A, C]``, their class axis) that a chain's tensors take each box's best of (a
-    ``ReduceMax``), or an ``[N, A, 1]`` tensor of the chain (one class), else None."""
+    ``ReduceMax``, or tf2onnx's ``GlobalMaxPool`` of a 3-D tensor), or an ``[N, A, 1]`` tensor of the chain made
+    by no reduction (one class), else None."""
     for tensor in chain:
         node = index.producers.get(tensor)
-        if node is not None and node.op_type == "ReduceMax":
-            return tails.reduced_classes(model, tensor)
+        if node is not None and node.op_type in _REDUCED:
+            found = tails.reduced_classes(model, tensor)
+            dims = (types.get(found[0]) or (0, None))[1] if found else None
+            pooled = node.op_type == "GlobalMaxPool"  # over the last axis only of a 3-D tensor
+            return None if found is None or pooled and (dims is None or len(dims) != 3) else found
     single = [t for t in chain if (types.get(t) or (0, None))[1] is not None and len(types[t][1]) == 3 and
-              types[t][1][2] == 1]
+              types[t][1][2] == 1 and not (index.producers.get(t) is not None and
+                                           index.producers[t].op_type.startswith(("Reduce", "Global", "ArgM")))]
     return (single[-1], -1) if single else None
 
 
