@@ -11,7 +11,8 @@ tf2onnx 1.16.1's command line (opset 13); the files are ``tests/fixtures/tf_*.on
 - ``padded``: ``tf.image.non_max_suppression_padded``, which tf2onnx writes as a Loop and Ifs (no
   NonMaxSuppression): the network's boxes and scores entering them, and the thresholds, read by structure
   (``detect.decoders.loops``); built from the tensors a user names too; ``padded_batch`` the same on a batch
-  (``[N, A, 4]`` boxes and ``[N, A]`` best scores, which tf2onnx takes by a ``GlobalMaxPool``);
+  (``[N, A, 4]`` boxes and ``[N, A]`` best scores, which tf2onnx takes by a ``GlobalMaxPool``); ``padded_clip``
+  returning the kept of the boxes clipped to 0-1, a second ``[N, A, 4]`` tensor beside the one the NMS reads;
 - ``topk``: ``tf.math.top_k`` of the 20 best (box, class) pairs, no NMS (``--decoder topk``); ``topk_batch``
   per image of a batch (the boxes gathered by a GatherND with ``batch_dims`` 1); ``topk_classmajor`` on scores
   transposed to ``[N, C, A]`` before the flattening (class-major: the anchor is ``index % A``).
@@ -113,8 +114,8 @@ READ = {  # what the reading must find in each export (the values tests/tf_expor
 
 
 @pytest.mark.parametrize("kind", ["combined", "nms", "padded", "topk"] + [pytest.param(kind, marks=pytest.mark.extended)
-                                  for kind in ("combined_clip", "combined_perclass", "padded_batch", "topk_batch",
-                                               "topk_classmajor")])
+                                  for kind in ("combined_clip", "combined_perclass", "padded_batch", "padded_clip",
+                                               "topk_batch", "topk_classmajor")])
 def test_tf2onnx_selection_is_read_and_fp32_is_the_exports_own(tmp_path, kind):
     from trtkit.pipeline.foreign_detector import decode_graph
     family = "topk" if kind.startswith("topk") else "nms"

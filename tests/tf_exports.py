@@ -11,6 +11,7 @@ saved as a SavedModel and converted by tf2onnx's command line as they run it:
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score (class-agnostic);
 - ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise; ``padded_batch``
   the same on a batch (``[N, A, 4]`` boxes, ``[N, A]`` best scores; the kept gathered with ``batch_dims`` 1);
+  ``padded_clip`` one image's, returning the kept of the boxes clipped to 0-1 (a second ``[N, A, 4]`` tensor);
 - ``topk``: no NMS, the best K (box, class) pairs by score (CenterNet/DETR-style): ``tf.math.top_k`` over
   one image's flattened scores, then a gather of their boxes; ``topk_batch`` the same per image of a batch
   (``tf.gather(..., batch_dims=1)``: a GatherND); ``topk_classmajor`` the same on scores transposed to
@@ -42,8 +43,8 @@ SCALES = (10.0, 10.0, 5.0, 5.0)  # FasterRcnnBoxCoder's y, x, h, w scale factors
 MAX_PER_CLASS, MAX_TOTAL, IOU, SCORE = 20, 20, 0.5, 0.3
 PERCLASS_CAP = 4  # combined_perclass's max_output_size_per_class, below MAX_TOTAL
 TOP_K = 20
-KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "padded_batch", "topk", "topk_batch",
-         "topk_classmajor", "resize", "resize_pixels")
+KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "padded_batch", "padded_clip", "topk",
+         "topk_batch", "topk_classmajor", "resize", "resize_pixels")
 
 
 def anchors():
@@ -117,6 +118,17 @@ def selection(tf, kind, model):
                     "detection_scores": tf.gather(best, kept, batch_dims=1),
                     "detection_classes": tf.gather(label, kept, batch_dims=1), "num_detections": valid}
         return select, [None, SIZE, SIZE, 3]
+
+    if kind == "padded_clip":  # the padded NMS on the boxes as they are; the boxes returned clipped to 0-1
+        def select(image):
+            boxes, scores = model(image)
+            best, label = tf.reduce_max(scores[0], axis=-1), tf.argmax(scores[0], axis=-1)
+            kept, valid = tf.image.non_max_suppression_padded(boxes[0], best, MAX_TOTAL, iou_threshold=IOU,
+                                                              score_threshold=SCORE, pad_to_max_output_size=True)
+            return {"detection_boxes": tf.gather(tf.clip_by_value(boxes, 0.0, 1.0)[0], kept),
+                    "detection_scores": tf.gather(best, kept), "detection_classes": tf.gather(label, kept),
+                    "num_detections": valid}
+        return select, [1, SIZE, SIZE, 3]
 
     if kind == "topk_classmajor":
         def select(image):

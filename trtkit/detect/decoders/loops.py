@@ -13,8 +13,10 @@ How the network's tensors are found: the selection is every ``Loop`` and ``If`` 
 is computed from them; the float tensors it reads from outside (as inputs, or from inside its branches and
 bodies) are walked up through pure reshapes and the image's ``x[0]`` to the network's own: the boxes are the
 one ``[N, A, 4]`` tensor reached, the scores the class scores a ``ReduceMax`` takes each box's best of (NMS
-across classes, as TensorFlow's is on one score per box) or an ``[N, A, 1]`` tensor (one class). Two candidates
-of either kind are refused in one line naming them (``--decoder-param boxes=`` / ``scores=`` picks one).
+across classes, as TensorFlow's is on one score per box) or an ``[N, A, 1]`` tensor (one class). Where the NMS's
+own Loop and Ifs read one of a kind, that one is taken (an export may return other boxes of the kept, clipped
+ones); two candidates of either kind otherwise are refused in one line naming them (``--decoder-param boxes=`` /
+``scores=`` picks one).
 """
 
 import numpy as np
@@ -120,16 +122,23 @@ def _class_scores(model, index, chain, types):
 
 
 def _entering(model, nodes):
-    """The float tensors the selection ``nodes`` read from the network (not constants, not its own)."""
+    """[(tensor, whether a Loop or If reads it)]: the tensors the selection ``nodes`` read from the network (not
+    constants, not its own); those the NMS's Loop and Ifs read are its inputs, the others (the outputs' gathers)
+    what the export returns of the kept."""
     index = topk.Index(model)
     made = set(o for node in nodes for o in node.output)
-    found = []
+    found = {}
     for node in nodes:
         for name in _reads(node):
-            if name not in made and name not in index.constants and name not in found and \
-                    not index.shape_only(name):
-                found.append(name)
-    return index, found
+            if name not in made and name not in index.constants and not index.shape_only(name):
+                found[name] = found.get(name, False) or node.op_type in ("Loop", "If")
+    return index, sorted(found.items())
+
+
+def _narrowed(found):
+    """The names of ``[(name, read by the NMS)]``: the one the NMS reads when there is one, else all."""
+    own = sorted(set(name for name, by_nms in found if by_nms))
+    return own if len(own) == 1 else sorted(set(name for name, _ in found))
 
 
 def _score_threshold(model, index, nodes, scores):
@@ -176,21 +185,21 @@ def read(model, given):
     index, entering = _entering(model, nodes)
     types = _types(model)
     boxes, scores = [], []
-    for name in entering:
+    for name, by_nms in entering:
         if (types.get(name) or (0, None))[0] != 1:  # float32 only: labels, masks and counts are not read
             continue
         chain = _chain(index, name)
         classes = _class_scores(model, index, chain, types)
         if classes is not None:
-            scores.append((classes, chain))
+            scores.append((classes, chain, by_nms))
             continue
         found = _batch_boxes(chain, types)
         if found is not None:
-            boxes.append(found)
+            boxes.append((found, by_nms))
     what = "--decoder nms: the graph selects in a Loop ('{}': a while loop, as tf2onnx writes TensorFlow's " \
         "non_max_suppression_padded) and has no NonMaxSuppression node".format(loops[0].name or loops[0].output[0])
-    box_names = sorted(set(boxes))
-    score_names = sorted(set(found[0] for found, _ in scores))
+    box_names = _narrowed(boxes)
+    score_names = _narrowed([(found[0], by_nms) for found, _, by_nms in scores])
     if "boxes" not in given and len(box_names) != 1 or "scores" not in given and len(score_names) != 1:
         if not box_names or not score_names:
             raise fail(what + ": trtkit finds no [N, A, 4] boxes and per-box scores entering it (boxes: {}; "
@@ -203,10 +212,10 @@ def read(model, given):
     if "scores" in given:
         read.update(scores=given["scores"], class_axis=-1)
     else:
-        read["scores"], read["class_axis"] = next(found for found, _ in scores if found[0] == score_names[0])
+        read["scores"], read["class_axis"] = next(found for found, _, _ in scores if found[0] == score_names[0])
         read["class_agnostic"] = True  # one score per box (the best class's), as TensorFlow's NMS takes
     picked = read["scores"]
-    per_box = set(t for (found, chain) in scores if found[0] == picked or "scores" in given for t in chain)
+    per_box = set(t for (found, chain, _) in scores if found[0] == picked or "scores" in given for t in chain)
     thresholds = _score_threshold(model, index, nodes, per_box)
     if len(thresholds) > 1 and "score_threshold" not in given:
         raise fail(what + ": its score thresholds {} differ".format(sorted(thresholds)),
