@@ -34,7 +34,8 @@ from detection_tail import quantized_tail_is_float  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 SIZE = 64
 IMAGES = 12
-BATCHED = ("combined", "combined_clip", "combined_perclass", "padded_batch", "topk_batch", "topk_classmajor")  # the others take one image ([1, 64, 64, 3])
+BATCHED = ("combined", "combined_clip", "combined_perclass", "padded_batch", "topk_batch",
+           "topk_classmajor")  # the others take one image ([1, 64, 64, 3])
 
 
 def fixture(kind):

@@ -85,7 +85,8 @@ class InputContract(object):
                          hint="use {} or {}".format(", ".join(RESIZE_MODES[:-1]), RESIZE_MODES[-1]))
         self.resize_filter = str(resize_filter).lower()
         if self.resize_filter not in RESIZE_FILTERS:
-            raise InputError("unknown resize filter '{}'".format(resize_filter), hint="use pil, opencv, asymmetric or tf")
+            raise InputError("unknown resize filter '{}'".format(resize_filter),
+                             hint="use pil, opencv, asymmetric or tf")
         self.exif_orientation = str(exif_orientation).lower()
         if self.exif_orientation not in EXIF_ORIENTATIONS:
             raise InputError("unknown EXIF orientation handling '{}'".format(exif_orientation),

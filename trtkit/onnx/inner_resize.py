@@ -14,6 +14,8 @@ and ``half_pixel``, tf.image.resize's; ``asymmetric`` for TF1's ``resize_bilinea
 Read by structure and one run: the first ``Resize`` downstream of the image input through element-wise and layout
 ops, whose output's height and width are the same for two input sizes (the part of the graph up to it run on
 zero images of 2 sizes by ONNX Runtime; its sizes are usually a ``Concat`` of the input's shape and constants).
+A resize whose size follows the image (the Object Detection API's ``keep_aspect_ratio_resizer``) is not read:
+such a graph still needs ``--input-size``.
 """
 
 import numpy as np
@@ -70,13 +72,14 @@ def read(model, layout_nhwc):
     part = onnx.ModelProto()
     part.CopyFrom(model)
     keep_outputs(part, [node.output[0]])
-    dtype = onnx.helper.tensor_dtype_to_np_dtype(image.type.tensor_type.elem_type)
-    channels = [d.dim_value for d in image.type.tensor_type.shape.dim][3 if layout_nhwc else 1] or 3
+    dtype = np.uint8 if image.type.tensor_type.elem_type == onnx.TensorProto.UINT8 else np.float32
+    dims = [d.dim_value for d in image.type.tensor_type.shape.dim]
+    batch, channels = dims[0] or 1, dims[3 if layout_nhwc else 1] or 3
     try:
         session = ort.InferenceSession(part.SerializeToString(), providers=["CPUExecutionProvider"])
         shapes = []
         for height, width in PROBES:
-            shape = (1, height, width, channels) if layout_nhwc else (1, channels, height, width)
+            shape = (batch, height, width, channels) if layout_nhwc else (batch, channels, height, width)
             shapes.append(tuple(session.run(None, {image.name: np.zeros(shape, dtype)})[0].shape))
     except Exception:  # a graph whose front cannot run alone: no inner resize read
         return None

@@ -68,13 +68,13 @@ def graph_resize(head, overrides):
     for field, value in (("resize", "stretch"), ("resize_filter", inner.get("filter"))):
         if value is None:
             log.warn("the graph resizes with {} {} inside, which no trtkit resize filter reproduces: the "
-                        "detections differ from the export's on images of other sizes".format(
-                            inner["mode"], inner["coordinates"]))
+                     "detections differ from the export's on images of other sizes".format(
+                         inner["mode"], inner["coordinates"]))
         elif overrides.get(field, value) != value:
-            log.warn("--{} {}: the graph resizes inside as {} {} ({} {}); the detections differ from the "
-                        "export's on images of other sizes".format(field.replace("_", "-"), overrides[field],
-                                                                    field.replace("_", " "), value,
-                                                                    inner["mode"], inner["coordinates"]))
+            log.warn("--{} {}: the graph resizes inside as trtkit's {} {} does ({} {}); the detections differ "
+                     "from the export's on images of other sizes".format(field.replace("_", "-"), overrides[field],
+                                                                         field.replace("_", " "), value,
+                                                                         inner["mode"], inner["coordinates"]))
         else:
             overrides[field] = value
     return overrides

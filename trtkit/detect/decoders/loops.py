@@ -31,11 +31,6 @@ HINT = ("name the network's outputs: --decoder nms --decoder-param boxes=NAME --
         "iou_threshold, score_threshold, detections (class_agnostic=true for one score per box)")
 
 
-def loop_selection(model):
-    """The top-level ``Loop`` nodes of a graph with no NonMaxSuppression anywhere, or []."""
-    return tails.loop_selection(model)
-
-
 def _outer(graph):
     """The tensors a subgraph reads from the scope around it (its nested subgraphs' too)."""
     made = set(i.name for i in graph.input) | set(i.name for i in graph.initializer)
@@ -151,14 +146,9 @@ def _score_threshold(model, index, nodes, scores):
             if value is None:  # a branch's own constant
                 value = _local_scalar(nodes, node.input[1])
             if value is not None:
-                found.add(_short(value) if node.op_type == "Greater" else
+                found.add(topk.single(value) if node.op_type == "Greater" else
                           float(np.nextafter(np.float32(value), np.float32(-np.inf))))
     return found
-
-
-def _short(value):
-    """A float32 constant as the float its shortest text gives (0.3, not 0.30000001192092896): the same float32."""
-    return float(str(np.float32(value)))
 
 
 def _local_scalar(nodes, name):
@@ -180,7 +170,7 @@ def _local_scalar(nodes, name):
 def read(model, given):
     """What ``nms``'s cut needs of a graph selecting in a ``Loop``: boxes, scores (and their class axis),
     class-agnostic, and the thresholds and detections read from the selection unless ``given``."""
-    loops = loop_selection(model)
+    loops = tails.loop_selection(model)
     nodes = selection(model)
     index, entering = _entering(model, nodes)
     types = _types(model)
@@ -220,12 +210,13 @@ def read(model, given):
     if len(thresholds) > 1 and "score_threshold" not in given:
         raise fail(what + ": its score thresholds {} differ".format(sorted(thresholds)),
                    hint="pass --decoder-param score_threshold=VALUE")
-    read["score_threshold"] = thresholds.pop() if len(thresholds) == 1 else 0.0  # none: TensorFlow's default
+    # no comparison: TensorFlow's default (-inf, no filter), which a score above 0 (a probability) passes too
+    read["score_threshold"] = thresholds.pop() if len(thresholds) == 1 else 0.0
     ious = set(index.scalar(i) for loop in loops for i in loop.input[2:]
                if i in index.constants and np.asarray(index.constants[i]).dtype.kind == "f" and
                np.asarray(index.constants[i]).size == 1)
     if len(ious) == 1:
-        read["iou_threshold"] = _short(ious.pop())
+        read["iou_threshold"] = topk.single(ious.pop())
     elif "iou_threshold" not in given:
         raise fail(what + ": trtkit reads no one IoU threshold among its Loop's constants ({})".format(
             sorted(ious) or "none"), hint="pass --decoder-param iou_threshold=VALUE")
