@@ -417,3 +417,33 @@ def test_asymmetric_filter_samples_without_half_pixel_centres():
     wide = InputContract(size=(4, 20), channels=1, mean=(0.0,), std=(1.0,), pixel_scale=255.0, resize="stretch",
                          resize_filter="asymmetric")
     assert preprocess(ramp, wide)[0][0, -2:].tolist() == [180.0, 180.0]
+
+
+@pytest.mark.parametrize("size", [(48, 80), (120, 90), (64, 64), (30, 20)])
+def test_the_tf_filter_is_onnx_runtimes_resize_linear_half_pixel_in_float(size):
+    """``--resize-filter tf`` (``float_linear``) against ONNX Runtime's Resize ``linear``/``half_pixel`` (what
+    tf2onnx writes for ``tf.image.resize``) on float pixels to 64x64: equal when shrinking or at the same size,
+    within 2e-5 of a level when enlarging; and ``preprocess`` with it is not rounded to whole levels."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    from trtkit.data.preprocess import float_linear
+    height, width = size
+    pixels = np.random.RandomState(0).randint(0, 256, (height, width, 3)).astype(np.uint8)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+                            coordinate_transformation_mode="half_pixel")
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                               [1, 3, height, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("sizes", TensorProto.INT64, [4], [1, 3, 64, 64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": pixels.transpose(2, 0, 1)[None].astype(np.float32)})[0][0]
+    mine = float_linear(pixels, 64, 64).transpose(2, 0, 1)
+    enlarging = height < 64 or width < 64
+    assert np.abs(mine - expected).max() <= (2e-5 if enlarging else 0.0)
+    contract = InputContract(size=64, mean=(0.0,), std=(1.0,), pixel_scale=255.0, resize="stretch",
+                             resize_filter="tf")
+    fed = preprocess(pixels, contract)
+    assert np.array_equal(fed, mine)
+    if (height, width) != (64, 64):
+        assert not np.array_equal(fed, np.round(fed))

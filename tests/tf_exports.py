@@ -9,12 +9,17 @@ saved as a SavedModel and converted by tf2onnx's command line as they run it:
 - ``combined_perclass``: the same with ``max_output_size_per_class`` 4 below ``max_total_size`` 20 (a class
   keeps at most 4 of an image's 20 detections);
 - ``nms``: ``tf.image.non_max_suppression`` of one image on each box's best class score (class-agnostic);
-- ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise;
+- ``padded``: ``tf.image.non_max_suppression_padded`` (``pad_to_max_output_size``) likewise; ``padded_batch``
+  the same on a batch (``[N, A, 4]`` boxes, ``[N, A]`` best scores; the kept gathered with ``batch_dims`` 1);
+  ``padded_clip`` one image's, returning the kept of the boxes clipped to 0-1 (a second ``[N, A, 4]`` tensor);
 - ``topk``: no NMS, the best K (box, class) pairs by score (CenterNet/DETR-style): ``tf.math.top_k`` over
   one image's flattened scores, then a gather of their boxes; ``topk_batch`` the same per image of a batch
   (``tf.gather(..., batch_dims=1)``: a GatherND); ``topk_classmajor`` the same on scores transposed to
   ``[N, C, A]`` before flattening (class-major: ``index // A`` the class, ``index % A`` the anchor, as a
-  CenterNet-style heatmap's channels are flattened).
+  CenterNet-style heatmap's channels are flattened);
+- ``resize``: the image at any size, uint8, stretched to 64x64 inside (``tf.image.resize``) as the Object
+  Detection API's exports take it, then ``combined_non_max_suppression``; ``resize_pixels`` a float image at any
+  size resized likewise, its boxes in the image's pixels, then ``non_max_suppression``.
 
 Needs TensorFlow and tf2onnx (not trtkit's dependencies, so the tests only read the files this writes)::
 
@@ -38,7 +43,8 @@ SCALES = (10.0, 10.0, 5.0, 5.0)  # FasterRcnnBoxCoder's y, x, h, w scale factors
 MAX_PER_CLASS, MAX_TOTAL, IOU, SCORE = 20, 20, 0.5, 0.3
 PERCLASS_CAP = 4  # combined_perclass's max_output_size_per_class, below MAX_TOTAL
 TOP_K = 20
-KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "topk", "topk_batch", "topk_classmajor")
+KINDS = ("combined", "combined_clip", "combined_perclass", "nms", "padded", "padded_batch", "padded_clip", "topk",
+         "topk_batch", "topk_classmajor", "resize", "resize_pixels")
 
 
 def anchors():
@@ -102,6 +108,28 @@ def selection(tf, kind, model):
                     "detection_classes": label}
         return select, [None, SIZE, SIZE, 3]
 
+    if kind == "padded_batch":  # the padded NMS on a batch: boxes [N, A, 4], one score per box [N, A]
+        def select(image):
+            boxes, scores = model(image)
+            best, label = tf.reduce_max(scores, axis=-1), tf.argmax(scores, axis=-1)
+            kept, valid = tf.image.non_max_suppression_padded(boxes, best, MAX_TOTAL, iou_threshold=IOU,
+                                                              score_threshold=SCORE, pad_to_max_output_size=True)
+            return {"detection_boxes": tf.gather(boxes, kept, batch_dims=1),
+                    "detection_scores": tf.gather(best, kept, batch_dims=1),
+                    "detection_classes": tf.gather(label, kept, batch_dims=1), "num_detections": valid}
+        return select, [None, SIZE, SIZE, 3]
+
+    if kind == "padded_clip":  # the padded NMS on the boxes as they are; the boxes returned clipped to 0-1
+        def select(image):
+            boxes, scores = model(image)
+            best, label = tf.reduce_max(scores[0], axis=-1), tf.argmax(scores[0], axis=-1)
+            kept, valid = tf.image.non_max_suppression_padded(boxes[0], best, MAX_TOTAL, iou_threshold=IOU,
+                                                              score_threshold=SCORE, pad_to_max_output_size=True)
+            return {"detection_boxes": tf.gather(tf.clip_by_value(boxes, 0.0, 1.0)[0], kept),
+                    "detection_scores": tf.gather(best, kept), "detection_classes": tf.gather(label, kept),
+                    "num_detections": valid}
+        return select, [1, SIZE, SIZE, 3]
+
     if kind == "topk_classmajor":
         def select(image):
             boxes, scores = model(image)
@@ -141,11 +169,40 @@ def selection(tf, kind, model):
     return select, [1, SIZE, SIZE, 3]
 
 
+def resized(tf, kind, model):
+    """``resize``: a uint8 image of any size (``[1, None, None, 3]``, as the Object Detection API's exports take
+    it), cast, scaled to 0-1 and stretched to 64x64 inside (``tf.image.resize``, bilinear), then
+    ``combined_non_max_suppression``: boxes as fractions of the image. ``resize_pixels``: a 0-1 float image of any
+    size, the same resize, the boxes scaled to the image's pixels before ``non_max_suppression`` of one image."""
+    def network_at_size(image):
+        return model(tf.image.resize(image, [SIZE, SIZE]))
+    if kind == "resize":
+        def select(image):
+            boxes, scores = network_at_size(tf.cast(image, tf.float32) / 255.0)
+            nmsed = tf.image.combined_non_max_suppression(
+                boxes[:, :, None, :], scores, MAX_PER_CLASS, MAX_TOTAL, iou_threshold=IOU, score_threshold=SCORE,
+                clip_boxes=False)
+            return {"detection_boxes": nmsed.nmsed_boxes, "detection_scores": nmsed.nmsed_scores,
+                    "detection_classes": nmsed.nmsed_classes, "num_detections": nmsed.valid_detections}
+        return select, [1, None, None, 3], tf.uint8
+
+    def select(image):
+        boxes, scores = network_at_size(image)
+        shape = tf.cast(tf.shape(image), tf.float32)
+        boxes = boxes[0] * tf.stack([shape[1], shape[2], shape[1], shape[2]])
+        best, label = tf.reduce_max(scores[0], axis=-1), tf.argmax(scores[0], axis=-1)
+        kept = tf.image.non_max_suppression(boxes, best, MAX_TOTAL, iou_threshold=IOU, score_threshold=SCORE)
+        return {"detection_boxes": tf.gather(boxes, kept), "detection_scores": tf.gather(best, kept),
+                "detection_classes": tf.gather(label, kept), "num_detections": tf.shape(kept)[0]}
+    return select, [1, None, None, 3], tf.float32
+
+
 def export(kind, out, opset):
     import tensorflow as tf
     model = network(tf)
-    select, shape = selection(tf, kind, model)
-    function = tf.function(select, input_signature=[tf.TensorSpec(shape, tf.float32, name="image")])
+    select, shape, dtype = resized(tf, kind, model) if kind.startswith("resize") else \
+        selection(tf, kind, model) + (tf.float32,)
+    function = tf.function(select, input_signature=[tf.TensorSpec(shape, dtype, name="image")])
     path = os.path.join(out, "tf_{}.onnx".format(kind))
     with tempfile.TemporaryDirectory() as folder:
         module = tf.Module()

@@ -24,7 +24,9 @@ RESIZE_MODES = ("crop", "pad", "height", "letterbox", "stretch")
 # models; measured: fer's emotion model gave another answer on 20% of shrunk faces under PIL's) or bilinear without
 # half-pixel centres (asymmetric: MediaPipe's ImageToTensorCalculator; measured: its palm detector agreed with
 # MediaPipe at F1 0.899 under opencv's sampling, 9 palms more than its 40, docs/blind-tests.md)
-RESIZE_FILTERS = ("pil", "opencv", "asymmetric")
+# tf: bilinear with half-pixel centres in float, no antialiasing and no rounding to 8 bits (tf.image.resize,
+# ONNX Resize linear/half_pixel: what a TensorFlow detection export does inside, ``onnx.inner_resize``)
+RESIZE_FILTERS = ("pil", "opencv", "asymmetric", "tf")
 # a photo's EXIF orientation: the pixels as stored (PIL, torchvision's loaders; default) or turned upright as
 # OpenCV's imread does (measured: face-mask-detector reads with cv2.imread; on phone photos stored sideways
 # with an orientation tag trtkit answered like it on the upright copies only)
@@ -83,7 +85,8 @@ class InputContract(object):
                          hint="use {} or {}".format(", ".join(RESIZE_MODES[:-1]), RESIZE_MODES[-1]))
         self.resize_filter = str(resize_filter).lower()
         if self.resize_filter not in RESIZE_FILTERS:
-            raise InputError("unknown resize filter '{}'".format(resize_filter), hint="use pil, opencv or asymmetric")
+            raise InputError("unknown resize filter '{}'".format(resize_filter),
+                             hint="use pil, opencv, asymmetric or tf")
         self.exif_orientation = str(exif_orientation).lower()
         if self.exif_orientation not in EXIF_ORIENTATIONS:
             raise InputError("unknown EXIF orientation handling '{}'".format(exif_orientation),
@@ -395,10 +398,12 @@ FIELDS = (
     Field("resize_filter", choices=list(RESIZE_FILTERS),
           help="pixel interpolation when resizing: pil (PIL's bilinear, antialiased when shrinking, as torchvision's "
                "PIL transforms; default), opencv (cv2.resize INTER_LINEAR, not antialiased: what TF/TFLite "
-               "and OpenCV-based packages feed their models, and for one channel cv2.imread's grey) or asymmetric "
+               "and OpenCV-based packages feed their models, and for one channel cv2.imread's grey), asymmetric "
                "(bilinear without half-pixel centres, not antialiased: MediaPipe's ImageToTensorCalculator, TF1's "
                "resize_bilinear; with letterbox, MediaPipe's keep_aspect_ratio centred unrounded; padding 0 for "
-               "MediaPipe's BORDER_ZERO: --pad-value 0); match the model's own pipeline"),
+               "MediaPipe's BORDER_ZERO: --pad-value 0) or tf (bilinear with half-pixel centres in float, not "
+               "antialiased nor rounded: tf.image.resize, ONNX Resize linear; the default of a TensorFlow "
+               "detection export that resizes inside); match the model's own pipeline"),
     Field("pad_value", parse=float, type=float, metavar="V",
           help="the pixel value (0-255) padding holds for pad, height and letterbox, normalized as the image "
                "(default: zeros after normalization; letterbox 114): 114 for YOLOX-style models pasted on grey"),

@@ -211,6 +211,29 @@ def opencv_linear(pixels, new_w, new_h):
     return np.clip(out, 0, 255).astype(np.uint8)
 
 
+def float_linear(pixels, new_w, new_h):
+    """float32 pixels (HxW or HxWxC) resized to ``new_w`` x ``new_h`` as ONNX Runtime's Resize ``linear`` with
+    ``half_pixel`` coordinates computes it (``tf.image.resize``'s bilinear, torch's ``interpolate(align_corners=
+    False)`` without antialiasing): the source point ``(x + 0.5) / scale - 0.5`` in float32, clamped to the image,
+    two taps per axis, not rounded to whole levels (a TensorFlow export resizes its float image)."""
+    source = np.asarray(pixels, dtype=np.float32)
+
+    def taps(n_in, n_out):
+        scale = np.float32(n_out) / np.float32(n_in)
+        position = (np.arange(n_out, dtype=np.float32) + np.float32(0.5)) / scale - np.float32(0.5)
+        position = np.clip(position, np.float32(0), np.float32(n_in - 1))
+        low = np.floor(position).astype(np.int64)
+        return low, np.minimum(low + 1, n_in - 1), (position - low).astype(np.float32)
+    y0, y1, dy1 = taps(source.shape[0], new_h)
+    x0, x1, dx1 = taps(source.shape[1], new_w)
+    dx1 = dx1.reshape((1, -1) + (1,) * (source.ndim - 2))
+    dy1 = dy1.reshape((-1,) + (1,) * (source.ndim - 1))
+    dx2, dy2 = np.float32(1) - dx1, np.float32(1) - dy1
+    top, bottom = source[y0], source[y1]
+    return (dx2 * dy2 * top[:, x0] + dx1 * dy2 * top[:, x1] + dx2 * dy1 * bottom[:, x0] +
+            dx1 * dy1 * bottom[:, x1]).astype(np.float32)
+
+
 def asymmetric_sample(pixels, placed, contract):
     """uint8 (C, h, w) pixels -> float32 (C, H, W) at the contract's size: the input's pixel (x, y) takes the image's
     point ((x + left) * w / new_w, (y + top) * h / new_h) (``placed`` = ``placement``), bilinear at OpenCV's
@@ -259,6 +282,8 @@ def preprocess(image, contract, original_size=None):
         pixels = np.asarray(image)
     elif contract.resize_filter == "opencv":
         pixels = opencv_linear(np.asarray(image), new_w, new_h)
+    elif contract.resize_filter == "tf":
+        pixels = float_linear(np.asarray(image), new_w, new_h)
     else:
         pixels = np.asarray(image.resize((new_w, new_h), Image.BILINEAR))
     if contract.resize == "crop" and not asymmetric:  # the centre crop lies inside the resized image

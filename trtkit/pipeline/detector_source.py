@@ -37,7 +37,10 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
             log.info("{} has no trtkit detection head and keeps its best K detections by a TopK, with no NMS: read "
                      "as --decoder topk (cut before the TopK; docs/detection.md)".format(options.onnx))
             return adapt(options, onnx_path, work_dir, name, decoder="topk")
-        if tails.loop_selection(model):  # TensorFlow's padded NMS: refused by nms in one line, naming the Loop
+        if tails.loop_selection(model):  # TensorFlow's padded NMS: read by ``detect.decoders.loops``
+            log.info("{} has no trtkit detection head and selects its detections in a Loop (TensorFlow's "
+                     "non_max_suppression_padded): read as --decoder nms (cut at the boxes and scores entering "
+                     "it; docs/detection.md)".format(options.onnx))
             return adapt(options, onnx_path, work_dir, name, decoder=nms.Nms.name)
         if nms.inside(model):
             log.info("{} has no trtkit detection head and selects its detections with NonMaxSuppression: read "
@@ -50,6 +53,31 @@ def onnx_detector(options, onnx_path, work_dir=None, name=None):
                               "detectors), or build from the checkpoint (--checkpoint FILE --task detection)".format(
                                   "|".join(raw_names())))
     return None, onnx_path
+
+
+def graph_resize(head, overrides):
+    """``overrides`` (the contract fields the user set) with the resize of a foreign detector that resizes its
+    image inside (``onnx.inner_resize``, read into its decoder's ``inner_resize``) where the user set none:
+    ``stretch`` with the filter that samples as the graph's Resize, so each image reaches the network as the
+    export's own resize makes it; a user's other resize or filter is kept, and the log says the detections
+    then differ from the export's."""
+    inner = (((head or {}).get("decoder") or {}).get("params") or {}).get("inner_resize")
+    if not inner:
+        return overrides
+    overrides = dict(overrides)
+    for field, value in (("resize", "stretch"), ("resize_filter", inner.get("filter"))):
+        if value is None:
+            log.warn("the graph resizes with {} {} inside, which no trtkit resize filter reproduces: the "
+                     "detections differ from the export's on images of other sizes".format(
+                         inner["mode"], inner["coordinates"]))
+        elif overrides.get(field, value) != value:
+            log.warn("--{} {}: the graph resizes inside as trtkit's {} {} does ({} {}); the detections differ "
+                     "from the export's on images of other sizes".format(field.replace("_", "-"), overrides[field],
+                                                                         field.replace("_", " "), value,
+                                                                         inner["mode"], inner["coordinates"]))
+        else:
+            overrides[field] = value
+    return overrides
 
 
 def detection_checkpoint(options, state, meta):

@@ -100,8 +100,17 @@ class DecoderOptions(Options):
 
 
 def input_hw(model, size):
-    """(H, W) of the graph's image input: its static sizes, else ``size`` (``--input-size``), which the
-    graph's input is then fixed to; one line otherwise. NHWC inputs (channels last: 1 or 3) are read as such."""
+    """(H, W) of the graph's image input: its static sizes, else the size it resizes to inside (``graph_size``)
+    or ``size`` (``--input-size``), which the graph's input is then fixed to; one line otherwise. NHWC inputs
+    (channels last: 1 or 3) are read as such."""
+    return graph_size(model, size)[0]
+
+
+def graph_size(model, size):
+    """((H, W), the graph's inner resize or None) as ``input_hw``: a graph taking any size that resizes it
+    inside to a fixed one (``onnx.inner_resize``, TensorFlow's detection exports) is built at that size, as
+    ``--input-size`` would fix it; another ``--input-size`` would resize twice and is refused."""
+    from trtkit.onnx import inner_resize
     from trtkit.onnx.layout import is_nhwc
     from trtkit.onnx.normalize import dims_of, graph_inputs
     inputs = graph_inputs(model)
@@ -115,7 +124,19 @@ def input_hw(model, size):
         if size is not None and tuple(size) != found:
             raise InputError("--input-size {}x{}: the graph's input is fixed at {}x{}".format(
                 size[0], size[1], found[0], found[1]), hint="drop --input-size")
-        return found
+        return found, None
+    inner = inner_resize.read(model, axes == (1, 2))
+    if inner is not None:
+        if size is not None and tuple(size) != tuple(inner["size"]):
+            raise InputError("--input-size {}x{}: the graph takes its image at any size and resizes it to {}x{} "
+                             "inside ('{}'): the network would see the image resized twice".format(
+                                 size[0], size[1], inner["size"][0], inner["size"][1], inner["node"]),
+                             hint="drop --input-size: trtkit builds at {}x{} and maps the boxes back to each "
+                                  "image".format(*inner["size"]))
+        size = tuple(inner["size"])
+        log.info("the graph takes its image at any size and resizes it to {}x{} inside ('{}', {} {}): built at "
+                 "that size, trtkit resizes each image to it and maps the boxes back".format(
+                     size[0], size[1], inner["node"], inner["mode"], inner["coordinates"]))
     if size is None:
         raise InputError("the ONNX input '{}' has dynamic height and width: a foreign detector's anchors are laid "
                          "out for one size".format(inputs[0].name), hint="pass --input-size HxW (its export size)")
@@ -123,7 +144,7 @@ def input_hw(model, size):
     for axis, value in zip(axes, size):
         shape.dim[axis].Clear()
         shape.dim[axis].dim_value = int(value)
-    return tuple(int(v) for v in size)
+    return tuple(int(v) for v in size), inner
 
 
 def _with_output_shapes(model):
@@ -160,7 +181,7 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     from trtkit.onnx.load import pick_output
     from trtkit.onnx.normalize import strip_initializer_inputs
     strip_initializer_inputs(model)
-    size = input_hw(model, size)
+    size, inner = graph_size(model, size)
     family = decoders.family(decoder)
     given = decoders.parse_params(given)
     if hasattr(family, "cut"):  # a graph with its selection inside: cut where the family reads it
@@ -168,6 +189,8 @@ def decode_graph(model, decoder, given=None, size=None, landmarks=False):
     check_stride(given, size)  # before the family's anchor counts, which a too small input also breaks
     model, values = _with_output_shapes(model)
     params = family.infer(outputs_of(model, values), size, given)
+    if inner is not None:  # the contract's resize is the graph's (``pipeline.detector_source.graph_resize``)
+        params["inner_resize"] = inner
     check_stride(params, size)
     raw = [o.name for o in model.graph.output]
     append_decoder(model, family, params, size, landmarks)

@@ -203,7 +203,7 @@ def resolve_model(options, work_dir):
 
 def _onnx_source(options, work_dir):
     from trtkit.fileio import sha256_file
-    from trtkit.pipeline.detector_source import onnx_detector
+    from trtkit.pipeline.detector_source import graph_resize, onnx_detector
     from trtkit.onnx.load import prepare_onnx
     name = options.model or _onnx_stem(options.onnx)
     onnx_path = os.path.join(work_dir, "{}.fp32.onnx".format(name))
@@ -212,6 +212,7 @@ def _onnx_source(options, work_dir):
     overrides = options.input_overrides()
     # a trtkit detector (or a foreign one with --decoder, adapted to one): read as one from the start
     head, source_path = onnx_detector(options, options.onnx, work_dir, name)
+    overrides = graph_resize(head, overrides)  # a graph that resizes inside: trtkit's resize is the graph's
     summary, notes = prepare_onnx(source_path, onnx_path, layout=overrides.get("layout"),
                                   task=tasks.DETECTION.name if head is not None else options.task,
                                   output=options.output)

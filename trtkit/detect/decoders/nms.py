@@ -68,27 +68,6 @@ def inside(model):
     return bool(find(model) or topk.nested(model))
 
 
-def _reduced_classes(model, scores):
-    """(the per-class tensor, its class axis) when ``scores`` comes through reshapes from a ReduceMax over one
-    axis (a best-class-per-box score), else None."""
-    producers = dict((out, node) for node in model.graph.node for out in node.output)
-    node = producers.get(scores)
-    for _ in range(8):
-        if node is None or node.op_type not in _THROUGH + ("ReduceMax",):
-            return None
-        if node.op_type == "ReduceMax":
-            axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
-            if not axes and len(node.input) > 1 and node.input[1]:
-                found = _constant(model, node.input[1])
-                axes = [] if found is None else [[int(v) for v in np.asarray(found).reshape(-1)]]
-            if len(axes) != 1 or len(axes[0]) != 1:
-                return None
-            source, dropped = tails.image_source(topk.Index(model), node.input[0])  # x[0] of a batch-1 export
-            return source, axes[0][0] + (1 if dropped and axes[0][0] >= 0 else 0)
-        node = producers.get(node.input[0])
-    return None
-
-
 def _scalar(model, name):
     """A one-value constant's float, else None."""
     value = _constant(model, name) if name else None
@@ -229,14 +208,9 @@ class Nms(object):
             raise fail("--decoder nms: the graph's NonMaxSuppression sits in a branch (an If) and no top-k "
                        "candidates feed it: trtkit cannot cut there", hint="pass --decoder yolo|priors|dfl or your "
                        "own --decoder module:function for the graph's raw outputs")
-        loops = tails.loop_selection(model)
-        if not nodes and loops and not ("boxes" in given and "scores" in given):
-            raise fail("--decoder nms: the graph selects in a Loop ('{}': a while loop, as tf2onnx writes TensorFlow's "
-                       "non_max_suppression_padded) and has no NonMaxSuppression node: trtkit cannot read its "
-                       "parameters".format(loops[0].name or loops[0].output[0]),
-                       hint="name its network's outputs: --decoder nms --decoder-param boxes=NAME --decoder-param "
-                            "scores=NAME, and iou_threshold, score_threshold, detections (class_agnostic=true for "
-                            "one score per box)")
+        if not nodes and tails.loop_selection(model):  # TensorFlow's non_max_suppression_padded: read by structure
+            from trtkit.detect.decoders import loops
+            return self._cut_named(model, dict(loops.read(model, given), **given))
         if not nodes and "boxes" in given and "scores" in given:  # the user's reading: cut at the tensors named
             return self._cut_named(model, given)
         if not nodes:
@@ -267,7 +241,7 @@ class Nms(object):
         if passed.get("candidate_threshold") is not None:
             read["candidate_threshold"] = passed["candidate_threshold"]
             read["score_threshold"] = max(read.get("score_threshold") or 0.0, passed["candidate_threshold"])
-        reduced = _reduced_classes(model, read["scores"])
+        reduced = tails.reduced_classes(model, read["scores"])
         if reduced is not None:
             read["scores"], read["class_axis"] = reduced
             read["class_agnostic"] = "class_offset" not in passed  # shifted apart by class: NMS per class
@@ -283,7 +257,7 @@ class Nms(object):
         return read
 
     def _cut_named(self, model, given):
-        """``cut`` at the boxes and scores the user named (a selection trtkit cannot read: a Loop)."""
+        """``cut`` at the boxes and scores named (by the user, or read by ``loops`` around a selection in a Loop)."""
         from trtkit.onnx.layout import is_nhwc
         from trtkit.onnx.load import keep_outputs
         read = {"center_point_box": 0, "order": "yxyx" if is_nhwc(model) else "xyxy", "class_agnostic": False,
@@ -294,7 +268,7 @@ class Nms(object):
                 raise fail("--decoder-param {}={}: the graph has no such tensor".format(key, given[key]))
         outputs = [o.name for o in model.graph.output]
         removed = keep_outputs(model, [given["boxes"], given["scores"]])
-        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": None}
+        read["dropped"] = {"outputs": outputs, "nodes": removed, "nms": given.pop("loop", None)}
         read.update(given)
         return read
 

@@ -12,8 +12,8 @@ detector (``tests/tf_exports.py``):
 - ``tf.image.non_max_suppression`` of one image (``boxes[0]``): ``Slice`` 0:1 on the batch axis and
   ``Squeeze``, so ``image_source`` walks through them to the batch's tensor;
 - ``tf.image.non_max_suppression_padded``: TensorFlow's tiled NMS written in Python ops, a ``Loop`` (while
-  loop) and no NonMaxSuppression node: its parameters cannot be read from ops (``loop_selection``), so ``nms``
-  refuses it in one line unless the boxes and scores are named;
+  loop) and no NonMaxSuppression node (``loop_selection``): ``loops`` reads the network's boxes and scores
+  entering it and its thresholds by the graph's structure;
 - ``tf.math.top_k`` over an image's flattened ``[A x C]`` scores, then a gather of the boxes by ``index //
   C``, no NMS (CenterNet/DETR-style): the ``topk`` family (``best_k``) cuts before the TopK, and the selection
   is the K best (box, class) pairs: NMS at IoU 1 (nothing suppressed), no score threshold, K detections.
@@ -22,6 +22,7 @@ detector (``tests/tf_exports.py``):
 import numpy as np
 
 from trtkit.detect.decoders import topk
+from trtkit.onnx.normalize import constant_value
 
 _FLAT = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast")
 
@@ -31,7 +32,7 @@ def _ints(index, name):
     return None if value is None else [int(v) for v in np.asarray(value).reshape(-1)]
 
 
-def _takes_image(index, node):
+def takes_image(index, node):
     """(whether ``node`` takes image 0 of the batch, whether it drops the batch axis): a ``Slice`` 0:1 of axis
     0, a ``Squeeze`` of axis 0, or a ``Gather`` of index 0 on axis 0 (a scalar index: the axis dropped)."""
     if node.op_type == "Slice" and len(node.input) > 3:
@@ -55,7 +56,7 @@ def image_source(index, name):
     for _ in range(4):
         if node is None:
             break
-        took, drops = _takes_image(index, node)
+        took, drops = takes_image(index, node)
         if not took:
             break
         dropped, found = dropped or drops, node.input[0]
@@ -94,6 +95,30 @@ def kept_count(model, start):
     return min(found) if found else None
 
 
+def reduced_classes(model, scores):
+    """(the per-class tensor, its class axis) when ``scores`` comes through reshapes from a ReduceMax over one
+    axis (a best-class-per-box score), else None. tf2onnx writes ``reduce_max(scores, -1)`` of a batch's
+    ``[N, A, C]`` as a ``GlobalMaxPool`` (over axis 2 of a 3-D tensor; its rank is the caller's to check)."""
+    producers = dict((out, node) for node in model.graph.node for out in node.output)
+    node = producers.get(scores)
+    for _ in range(8):
+        if node is None or node.op_type not in _FLAT + ("Transpose", "ReduceMax", "GlobalMaxPool"):
+            return None
+        if node.op_type == "GlobalMaxPool":
+            return node.input[0], 2
+        if node.op_type == "ReduceMax":
+            axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
+            if not axes and len(node.input) > 1 and node.input[1]:
+                found = constant_value(model, node.input[1])
+                axes = [] if found is None else [[int(v) for v in np.asarray(found).reshape(-1)]]
+            if len(axes) != 1 or len(axes[0]) != 1:
+                return None
+            source, dropped = image_source(topk.Index(model), node.input[0])  # x[0] of a batch-1 export
+            return source, axes[0][0] + (1 if dropped and axes[0][0] >= 0 else 0)
+        node = producers.get(node.input[0])
+    return None
+
+
 def loop_selection(model):
     """The top-level ``Loop`` nodes of a graph with no NonMaxSuppression anywhere (TensorFlow's
     ``non_max_suppression_padded``, a while loop in tf2onnx's export), or []."""
@@ -124,7 +149,7 @@ def flat_scores(index, name):
         node = index.producers.get(name)
         if node is None or node.op_type not in _FLAT + ("Slice", "Gather"):
             return name
-        if node.op_type in ("Slice", "Gather") and not _takes_image(index, node)[0]:
+        if node.op_type in ("Slice", "Gather") and not takes_image(index, node)[0]:
             return None
         name = node.input[0]
     return None
