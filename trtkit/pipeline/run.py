@@ -250,7 +250,7 @@ def _build_into(options, folder):
                                state.data, backend.int8_encoding, folder.staging,
                                images=state.plan.calibration.selection if state.plan.calibration else None)
     if options.qat_steps is not None:
-        state.maker.use_qat(state.source.torch_model, options.qat_steps)
+        state.maker.use_qat(state.source.torch_model, options.qat_steps, state.source.info.get("output_kind"))
     if options.auto:
         from trtkit.search.candidates import make_candidates
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),

@@ -95,12 +95,12 @@ class VariantMaker(object):
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
         self._calibrated = {}  # calibration results by method
         self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
-        self._qat = None  # (PyTorch model, steps): INT8 by quantization-aware fine-tuning (``use_qat``)
+        self._qat = None  # (PyTorch model, steps, output kind): INT8 by quantization-aware fine-tuning (``use_qat``)
 
-    def use_qat(self, torch_model, steps):
+    def use_qat(self, torch_model, steps, output_kind=None):
         """Make the plain INT8 variant by quantization-aware fine-tuning of ``torch_model`` for ``steps``
         (``qat_int8``) instead of calibrating the FP32 graph; mixed variants still start from calibration."""
-        self._qat = (torch_model, int(steps))
+        self._qat = (torch_model, int(steps), output_kind)
 
     def make(self, precision):
         """The variant of a plain precision (fp32, fp16, int8 by the config's method)."""
@@ -196,7 +196,7 @@ class VariantMaker(object):
         from trtkit.errors import InputError
         from trtkit.precision.qat import run_qat
         from trtkit.precision.qat import DEFAULT_BATCH, MAX_TRAIN_IMAGES
-        model, steps = self._qat
+        model, steps, output_kind = self._qat
         # the images the steps see, drawn by the calibration seed, at most MAX_TRAIN_IMAGES: memory bounded by the
         # fine-tune, not by the size of the user's training folder
         wanted = min(MAX_TRAIN_IMAGES, max(1, steps) * DEFAULT_BATCH)
@@ -211,7 +211,7 @@ class VariantMaker(object):
         compared = ImageSet(calibration.images[:128], None, calibration.identity)
         report = run_qat(model, self.contract, train, calibration.images, compared, steps,
                          self._path(files.onnx), method=self.config.method, seed=self.config.seed,
-                         opset=self._qat_opset())
+                         opset=self._qat_opset(), output_kind=output_kind)
         report.update(source=str(self.data), runtimes_compared_on="the first {} calibration images".format(
             len(compared.images)))
         write_json(self._path(files.report), report)

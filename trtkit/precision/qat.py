@@ -22,6 +22,7 @@ import numpy as np
 
 from trtkit import log
 from trtkit.deps import available, require
+from trtkit.outputs import OutputKind
 
 DEFAULT_LR = 1e-3
 DEFAULT_BATCH = 64
@@ -75,9 +76,36 @@ def _observer(histogram):
     return observe
 
 
-def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR, seed=0, label="QAT fine-tune"):
+def label_loss(kind):
+    """The fine-tune's loss for an output of ``kind`` (an ``OutputKind``): the negative log-likelihood of the
+    labels under what the output holds. Logits: cross-entropy; a softmax: NLL of its log; log-probabilities:
+    NLL; one column (binary): binary cross-entropy of its logit or probability. Why per kind: a blind test's
+    binary EfficientNet (one logit) was refused as "labels up to class 1, 1 output", and cross-entropy over one
+    column would have had nothing to learn. Multi-label outputs are refused (labels are sets, not classes)."""
+    torch = require("torch", "quantization-aware training")
+    functional = torch.nn.functional
+    if kind.multilabel:
+        from trtkit.errors import InputError
+        raise InputError("QAT fine-tunes single-label classifiers; this output is {}".format(kind.name),
+                         hint="build the INT8 variant without --qat-steps")
+    if kind.binary:
+        if kind.scale == "logits":
+            return lambda outputs, labels: functional.binary_cross_entropy_with_logits(
+                outputs[:, 0], labels.to(outputs.dtype))
+        return lambda outputs, labels: functional.binary_cross_entropy(
+            outputs[:, 0].clamp(1e-7, 1.0 - 1e-7), labels.to(outputs.dtype))
+    if kind.scale == "logits":
+        return functional.cross_entropy
+    if kind.scale == "log-probabilities":
+        return functional.nll_loss
+    return lambda outputs, labels: functional.nll_loss(torch.log(outputs.clamp_min(1e-12)), labels)
+
+
+def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR, seed=0, label="QAT fine-tune",
+             kind=None):
     """Fine-tune ``gm`` (changed in place) for ``steps`` SGD steps (momentum 0.9, cosine decay from ``lr``)
-    on ``images``/``labels``, shuffled each pass. Returns the mean loss of each tenth of the run.
+    on ``images``/``labels``, shuffled each pass, with ``label_loss(kind)`` (default: logits). Returns the mean
+    loss of each tenth of the run.
 
     Why SGD at 1e-3 by default: the weights start trained (a fine-tune, not a training run), so the rate is a
     small fraction of the 0.05 the sample was trained with; each scale's LSQ gradient is already scaled to its
@@ -90,7 +118,7 @@ def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR,
     torch.manual_seed(seed)
     rng = np.random.RandomState(seed)
     optimizer = torch.optim.SGD([p for p in gm.parameters() if p.requires_grad], lr=lr, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    loss_fn = label_loss(kind or OutputKind.parse("logits"))
     gm.train()
     order, position, losses = rng.permutation(len(images)), 0, []
     try:
@@ -146,9 +174,10 @@ def export_qat(gm, dst, contract, opset=None):
     return placement
 
 
-def compare_runtimes(gm, onnx_path, images, batch_size=32):
+def compare_runtimes(gm, onnx_path, images, batch_size=32, kind=None):
     """{runtime: {"top1_agreement", "max_abs_diff", "images"}} of the Q/DQ ONNX on ONNX Runtime and OpenVINO
-    (when installed) against the PyTorch fake-quant model on ``images``."""
+    (when installed) against the PyTorch fake-quant model on ``images``, decided by ``kind``'s rule (default:
+    logits)."""
     reference = fake_quant_logits(gm, images)
     results = {}
     from trtkit.backends.onnxruntime import OnnxRuntimeRunner
@@ -160,30 +189,35 @@ def compare_runtimes(gm, onnx_path, images, batch_size=32):
     for name, make in runners:
         with make() as runner:
             got = run_batches(runner, images, batch_size)
-        results[name] = agreement(got, reference)
+        results[name] = agreement(got, reference, kind)
     return results
 
 
-def agreement(got, reference):
-    return {"top1_agreement": float(np.mean(got.argmax(1) == reference.argmax(1))),
+def agreement(got, reference, kind=None):
+    """Agreement of the decisions (``kind``'s rule: an arg-max over one column would always agree) and the
+    largest output difference."""
+    kind = kind or OutputKind.parse("logits")
+    return {"top1_agreement": float(np.mean(kind.decide(got) == kind.decide(reference))),
             "max_abs_diff": float(np.max(np.abs(got - reference))), "images": int(len(got))}
 
 
 def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_onnx, batch_size=DEFAULT_BATCH,
-            lr=DEFAULT_LR, method="entropy", seed=0, checkpoint=None, opset=None):
+            lr=DEFAULT_LR, method="entropy", seed=0, checkpoint=None, opset=None, output_kind=None):
     """The whole recipe: returns the report (JSON-ready); writes ``out_onnx`` (and ``checkpoint``: the
     fine-tuned weights back in ``model``'s architecture, BatchNorm as identity, see ``qat_graph.unfold_into``).
     ``train_set`` (an ImageSet with labels) is what the fine-tune sees; ``heldout`` (an ImageSet, labels
-    optional) is where the runtimes are compared and accuracy measured; ``opset``: ``export_qat``'s."""
+    optional) is where the runtimes are compared and accuracy measured; ``opset``: ``export_qat``'s;
+    ``output_kind``: what the model's output holds (its loss and decision rule; default logits)."""
     import time
     from trtkit.precision.qat_graph import unfold_into
     start = time.time()
     gm, pairs = prepare(model, calibration_images, method)
+    kind = OutputKind.parse(output_kind or "logits")
     before = fake_quant_logits(gm, heldout.images)
-    _check_labels(train_set.labels, before.shape[1])
-    losses = finetune(gm, train_set.images, train_set.labels, steps, batch_size, lr, seed)
+    _check_labels(train_set.labels, kind.classes(before.shape[1]))
+    losses = finetune(gm, train_set.images, train_set.labels, steps, batch_size, lr, seed, kind=kind)
     placement = export_qat(gm, out_onnx, contract, opset)
-    runtimes = compare_runtimes(gm, out_onnx, heldout.images)
+    runtimes = compare_runtimes(gm, out_onnx, heldout.images, kind=kind)
     after = fake_quant_logits(gm, heldout.images)
     report = {"steps": int(steps), "batch_size": int(batch_size), "lr": float(lr), "calibration_method": method,
               "calibration_images": int(len(calibration_images)), "train_images": int(len(train_set)),
@@ -191,8 +225,8 @@ def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_
               "placement": "tensorrt (checked against qdq_place.tensorrt_edges)", "loss": losses,
               "runtimes": runtimes, "seconds": round(time.time() - start, 1), "onnx": os.path.basename(out_onnx)}
     if heldout.labels is not None:
-        report["heldout_accuracy"] = {"fake_quant_before": _accuracy(before, heldout.labels),
-                                      "fake_quant_after": _accuracy(after, heldout.labels)}
+        report["heldout_accuracy"] = {"fake_quant_before": _accuracy(before, heldout.labels, kind),
+                                      "fake_quant_after": _accuracy(after, heldout.labels, kind)}
     if checkpoint is not None:
         import copy
         from trtkit.models.classifiers import save_checkpoint
@@ -214,9 +248,9 @@ def _check_labels(labels, classes):
     if labels is None or labels.ndim != 1 or (labels < 0).any():
         raise InputError("QAT needs one class label per training image", hint="give a folder of class sub-folders")
     if int(labels.max()) >= classes:
-        raise InputError("the training labels go up to class {} but the model has {} outputs".format(
+        raise InputError("the training labels go up to class {} but the model has {} classes".format(
             int(labels.max()), classes), hint="fine-tune on the data the model was trained for")
 
 
-def _accuracy(logits, labels):
-    return float(np.mean(logits.argmax(1) == np.asarray(labels)))
+def _accuracy(outputs, labels, kind=None):
+    return float(np.mean((kind or OutputKind.parse("logits")).decide(outputs) == np.asarray(labels)))
