@@ -94,8 +94,8 @@ class VariantMaker(object):
         self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
         self._calibrated = {}  # calibration results by method
-        self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
         self._rounded = None  # (path, precision.adaround.Rounding) of the graph with learned weight rounding
+        self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
         self._qat = None  # (PyTorch model, steps): INT8 by quantization-aware fine-tuning (``use_qat``)
 
     def use_qat(self, torch_model, steps):
