@@ -96,7 +96,7 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
     numpy_helper = require("onnx.numpy_helper")
     rows, chosen, original = [], {}, {}
     with log.Progress("AdaRound", total=len(specs), unit="layer") if progress else _Quiet() as bar:
-        for name, (tensor, spec) in specs.items():
+        for name, (_, spec) in specs.items():
             node = _node(g, name)
             weight_name, axis = _weight(g, node)
             weight = g.array(weight_name).astype(np.float32)
@@ -106,8 +106,8 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
             if row["kept"]:
                 shape = [1] * weight.ndim
                 shape[axis] = -1
-                realised = (q.astype(np.float32) * scales.reshape(shape)).astype(np.float32)
-                g.inits[weight_name].CopyFrom(numpy_helper.from_array(realised, weight_name))
+                on_grid = (q.astype(np.float32) * scales.reshape(shape)).astype(np.float32)
+                g.inits[weight_name].CopyFrom(numpy_helper.from_array(on_grid, weight_name))
                 chosen[name] = q
                 original[name] = (weight_name, weight)
             bar.update(postfix="{}: error {:.2f}x nearest's".format(name if len(name) < 40 else "..." + name[-37:],
@@ -241,21 +241,21 @@ def _error(w, s, q, gram):
 def _optimise(w, s, ratio, nearest, gram, iterations, seed):
     """The learned integers (groups x out x K, float) of weights ``w`` with scales ``s`` (both the same
     layout), ``ratio = w / s`` and the nearest integers, for the input moments ``gram`` (groups x K x K)."""
-    torch = require("torch", "AdaRound (--int8-rounding adaround)")
-    torch.manual_seed(seed)
-    floor = np.floor(ratio)
     # never moved: the range's ends (a channel's +-127, whose scale the writer recomputes from them) and
     # anything nearest already clips
     fixed = np.abs(nearest) >= LIMIT
+    reference = _error(w, s, nearest, gram)
+    if not reference > 0.0 or fixed.all():
+        return nearest
+    torch = require("torch", "AdaRound (--int8-rounding adaround)")
+    torch.manual_seed(seed)
+    floor = np.floor(ratio)
     rest = np.clip(ratio - floor, 0.0, 1.0)
     v0 = -np.log((ZETA - GAMMA) / (rest - GAMMA) - 1.0)
     t = dict((k, torch.from_numpy(np.ascontiguousarray(a))) for k, a in
              (("w", w), ("s", s), ("floor", floor), ("nearest", nearest), ("gram", gram),
               ("free", (~fixed).astype(np.float64))))
     v = torch.nn.Parameter(torch.from_numpy(v0))
-    reference = _error(w, s, nearest, gram)
-    if not reference > 0.0 or not fixed.size or fixed.all():
-        return nearest
     free = t["free"]
     count = max(float(free.sum().item()), 1.0)
     optimiser = torch.optim.Adam([v], lr=LEARNING_RATE)
