@@ -94,6 +94,7 @@ class VariantMaker(object):
         self._depthwise = {}  # measured depthwise rules by the ranges they were measured with
         self._corrections = {}  # bias corrections (precision.biascorr.Correction) by the ranges they were made for
         self._calibrated = {}  # calibration results by method
+        self._rounded = None  # (path, precision.adaround.Rounding) of the graph with learned weight rounding
         self._equalized = None  # (path, record) of the equalized FP32 graph INT8 starts from (precision.equalize)
         self._qat = None  # (PyTorch model, steps, output kind): INT8 by quantization-aware fine-tuning (``use_qat``)
 
@@ -161,6 +162,7 @@ class VariantMaker(object):
             correction = self.bias_correction(result.ranges)
             onnx_path = save_qdq(self.int8_source()[0] if correction is None else correction.model, result.ranges,
                                  self.encoding, self._path(files.onnx), self.target, kept)
+            rounding = self.rounding_record(onnx_path)
         cache_path = self._path(files.cache)
         write_cache(cache_path, result.amax(), result.method, self.config.trt_version)
         report = dict(result.report, source=str(self.data), split=self.calibration_images().split,
@@ -168,7 +170,7 @@ class VariantMaker(object):
         if onnx_path:
             report.update(encoding=self.encoding, int8_onnx=files.onnx, float_depthwise=depthwise,
                           float_layers=float_layer_record(onnx_path),
-                          bias_correction=correction.record if correction else {"rule": "off"})
+                          bias_correction=correction.record if correction else {"rule": "off"}, rounding=rounding)
         write_json(self._path(files.report), report)
         meta = {"calibration": {"method": result.method, "images": report["images"], "data": str(self.data),
                                 "report": files.report, "trt_calibration_cache": files.cache,
@@ -180,6 +182,7 @@ class VariantMaker(object):
             meta["float_layers"] = report["float_layers"]
             meta["bias_correction"] = dict((k, v) for k, v in report["bias_correction"].items() if k != "rows")
             meta["equalize"] = self.int8_source()[1]
+            meta["rounding"] = dict((k, v) for k, v in rounding.items() if k != "rows")
             if self.target:
                 from trtkit.cpuinfo import this_cpu, weight_type
                 meta["isa"] = {"target": self.target, "weight_type": weight_type(self.target),
@@ -235,6 +238,8 @@ class VariantMaker(object):
         from trtkit.precision.qdq import write_qdq
         correction = self.bias_correction(ranges)
         source = self.fp32_model() if correction is None else correction.without(keep_float)
+        if self._rounded is not None:  # the float layers keep their trained weights
+            source = self._rounded[1].without(source, keep_float)
         return write_qdq(source, ranges, self.encoding, keep_float=set(keep_float), target=self.target,
                          float_depthwise=self.float_depthwise(ranges)[0])
 
@@ -296,7 +301,56 @@ class VariantMaker(object):
         """(path, record) of the FP32 graph INT8 is calibrated and written from: the FP32 ONNX, or under the
         config's ``equalize`` rule its equalized copy (``precision.equalize``, measured on the first
         ``equalize.IMAGES`` calibration images and kept where its INT8 outputs are closer to FP32, written once as
-        ``NAME.equalized.onnx``); record None when off."""
+        ``NAME.equalized.onnx``), and under the ``rounding`` rule ``adaround`` that graph with its weights on
+        their learned INT8 levels (``rounded``); record (the equalization's) None when off."""
+        path, record = self._equalized_source()
+        if self.config.rounding == "nearest":
+            return path, record
+        return self.rounded(path)[0], record
+
+    def rounded(self, source):
+        """(path, ``precision.adaround.Rounding``) of ``source`` with learned weight rounding, learned once on the
+        first ``adaround.IMAGES`` calibration images for the writer's INT8 layers and written as
+        ``NAME.adaround.onnx``: calibration then measures the graph as it will run, and every writer
+        (encoding, bias correction, mixed) quantizes these weights back to the learned integers."""
+        if self._rounded is None:
+            from trtkit import log
+            from trtkit.deps import require
+            from trtkit.precision import adaround
+            from trtkit.precision.qdq import quantizable_layers
+            model = require("onnx", "AdaRound").load(source)
+            layers = set(name for name, _ in quantizable_layers(model, self.encoding or "tensorrt",
+                                                                 self.config.float_depthwise == "all"))
+            done = adaround.learn_rounding(model, self._first_images(adaround.IMAGES), layers, seed=self.config.seed)
+            record = done.record
+            log.info("AdaRound: {} of {} layers learned ({} of {} weights moved off nearest; held-out output "
+                     "error {:.2f}x nearest's) in {:.1f}s".format(
+                         record["layers"], record["candidates"], record["weights_changed"], record["of_weights"],
+                         record["mean_check_error"] or 1.0, record["seconds"]))
+            path = self._path("{}.adaround.onnx".format(self.name))
+            save(done.model, path)
+            self._rounded = (path, done)
+        return self._rounded
+
+    def rounding_record(self, qdq_path):
+        """The report's ``rounding``: {"rule": "nearest"}, or AdaRound's record (each layer's row) with how many of
+        its layers the written Q/DQ graph at ``qdq_path`` runs on exactly the learned integers (``realised``;
+        a layer left float, or whose scale a writer widened, is named in ``not_realised``)."""
+        if self._rounded is None:
+            return {"rule": self.config.rounding}
+        from trtkit.deps import require
+        from trtkit.precision.adaround import realised
+        done = self._rounded[1]
+        same, other = realised(require("onnx", "reading the INT8 ONNX").load(qdq_path), done)
+        record = dict(done.record, realised=same, not_realised=other)
+        if other:
+            from trtkit import log
+            log.warn("AdaRound: {} layer(s) do not run on their learned integers in {} (float, or a writer chose "
+                     "another scale): {}".format(len(other), os.path.basename(qdq_path), ", ".join(other[:5])))
+        return record
+
+    def _equalized_source(self):
+        """(path, record) of the FP32 graph or, under ``equalize``, its equalized copy (see ``int8_source``)."""
         if self.config.equalize == "off":
             return self.fp32_onnx, None
         if self._equalized is None:

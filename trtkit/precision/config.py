@@ -10,6 +10,8 @@ from trtkit.errors import InputError
 from trtkit.keywords import Field, Options, add_fields
 from trtkit.precision.ranges import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, check_method
 
+from trtkit.precision.adaround import IMAGES as _ADAROUND_IMAGES, ITERATIONS as _ADAROUND_STEPS
+
 DEFAULT_CALIB_IMAGES = 512
 DEFAULT_CALIB_BATCH = 32
 _DATA_HELP = ("images to calibrate on: a folder, CIFAR-10 folder, .npy/.npz or 'sample'; only its train split is used "
@@ -30,7 +32,7 @@ class CalibrationConfig(Options):
 
     def __init__(self, method=None, images=DEFAULT_CALIB_IMAGES, batch=None,
                  percentile=DEFAULT_PERCENTILE, seed=0, data=None, use_cache=True, trt_version=None,
-                 cpu_isa="auto", float_depthwise=None, bias_correction=None, equalize=None):
+                 cpu_isa="auto", float_depthwise=None, bias_correction=None, equalize=None, rounding=None):
         self.method_given = method is not None  # else the task's default (``for_task``), entropy for classifiers
         self.method = check_method(DEFAULT_METHOD if method is None else method)
         from trtkit.precision.depthwise import check_rule
@@ -43,6 +45,9 @@ class CalibrationConfig(Options):
         from trtkit.precision import equalize as equalization
         # each conv's output channels rescaled into the next conv before calibration (precision.equalize)
         self.equalize = equalization.check_rule(equalization.DEFAULT_RULE if equalize is None else equalize)
+        from trtkit.precision.adaround import check_rule as check_rounding
+        # how weights are rounded to their INT8 levels: nearest, or learned (precision.adaround)
+        self.rounding = check_rounding(rounding)
         self.images = int(images)
         # None: DEFAULT_CALIB_BATCH, or all the calibration images when they are fewer (``batch_for``)
         self.batch_given = batch is not None
@@ -105,7 +110,7 @@ class CalibrationConfig(Options):
                 "data": None if self.data is None else str(self.data), "use_cache": self.use_cache,
                 "trt_version": ".".join(str(p) for p in self.trt_version) if self.trt_version else None,
                 "cpu_isa": self.cpu_isa, "float_depthwise": self.float_depthwise,
-                "bias_correction": self.bias_correction, "equalize": self.equalize}
+                "bias_correction": self.bias_correction, "equalize": self.equalize, "rounding": self.rounding}
 
     @classmethod
     def add_arguments(cls, parser, data_default="the --data source"):
@@ -157,6 +162,13 @@ class CalibrationConfig(Options):
                    "images; depthwise-pointwise pairs included) so a per-tensor activation range fits all its "
                    "channels; the FP32 function is unchanged; off (default); the manifest records the pairs and "
                    "channels scaled"),
+        Field("int8_rounding", "rounding", choices=["nearest", "adaround"],
+              help="how INT8 weights are rounded to their per-channel levels: nearest (default), or adaround: "
+                   "up or down per weight, learned layer by layer (AdaRound: {} Adam steps per layer) so that the "
+                   "layer's output on the first {} calibration images' FP32 inputs changes least; kept per layer "
+                   "only where it beats nearest on held-out images; the same scales, so every runtime reads the "
+                   "learned integers; the manifest records the layers and weights changed".format(
+                       _ADAROUND_STEPS, _ADAROUND_IMAGES)),
     )
 
 
