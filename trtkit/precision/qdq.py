@@ -27,6 +27,7 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.onnx.normalize import drop_unused_initializers
+from trtkit.precision.qdq_graph import Graph as _Graph  # depthwise, adaround and tests import it from here
 from trtkit.precision.int8_target import record_target as _record_target, shift_weights_to_uint8, \
     weight_type_of as _weight_type
 from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, depthwise_float, float_fed, head_tensors,
@@ -82,42 +83,6 @@ def quantize_weight(weight, axis):
 
 
 # ------------------------------------------------------------------ graph helpers
-
-class _Graph(object):
-    """Producer/consumer maps and initializers of one graph, kept in sync as nodes change."""
-
-    def __init__(self, model):
-        numpy_helper = require("onnx.numpy_helper")
-        self.model = model
-        self.graph = model.graph
-        self.inits = dict((i.name, i) for i in self.graph.initializer)
-        self.arrays = {}
-        self._to_array = numpy_helper.to_array
-        self.outputs = set(o.name for o in self.graph.output)
-        self.refresh()
-
-    def refresh(self):
-        self.producer, self.consumers = {}, {}
-        for node in self.graph.node:
-            for out in node.output:
-                self.producer[out] = node
-            for inp in node.input:
-                self.consumers.setdefault(inp, []).append(node)
-
-    def array(self, name):
-        if name not in self.arrays:
-            self.arrays[name] = self._to_array(self.inits[name])
-        return self.arrays[name]
-
-    def is_init(self, name):
-        return name in self.inits
-
-    def attr(self, node, name, default):
-        for a in node.attribute:
-            if a.name == name:
-                return a.i if a.type == 2 else (a.f if a.type == 1 else default)
-        return default
-
 
 def _fold_batchnorm(model):
     """Fold BatchNormalization into the Conv that feeds it, so weights are quantized as they are used."""

@@ -165,7 +165,7 @@ def tensorrt_edges(g):
         inputs = activation_inputs(g, node)
         if node.op_type in WEIGHT_OPS and weight_of(g, node):
             edges.extend((t, node, t) for t in inputs)
-        elif node.op_type == "Add" and len(inputs) == 2:
+        elif node.op_type == "Add" and len(inputs) == 2 and all(g.is_float(t) for t in inputs):
             t = residual_input(g, node)
             edges.append((t, node, t))
         elif node.op_type in POOL_OPS and inputs:
@@ -198,7 +198,7 @@ def cpu_edges(g):
     for node in g.graph.node:
         if node.op_type in WEIGHT_OPS and weight_of(g, node) or node.op_type == "Add":
             inputs = activation_inputs(g, node)
-            if node.op_type == "Add" and len(inputs) != 2:
+            if node.op_type == "Add" and (len(inputs) != 2 or not all(g.is_float(t) for t in inputs)):
                 continue
             chosen.extend(inputs)
             out = _after_relu(g, node.output[0])

@@ -95,16 +95,8 @@ class AbsHistogram(object):
 
 def activation_tensors(model):
     """Names of the float activations of ``model``: the graph inputs, then node outputs in graph order."""
-    onnx = require("onnx", "INT8 calibration")
-    from trtkit.onnx.weights import light_copy
-    inferred = model
-    try:  # the types only: inferred on the graph without its weights
-        inferred = onnx.shape_inference.infer_shapes(light_copy(model))
-    except Exception:
-        pass
-    types = {}
-    for info in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        types[info.name] = info.type.tensor_type.elem_type
+    from trtkit.onnx.types import elem_types
+    types = elem_types(model)
     initializers = set(i.name for i in model.graph.initializer)
     names = [i.name for i in model.graph.input if i.name not in initializers and types.get(i.name) == _FLOAT]
     for node in model.graph.node:
