@@ -279,19 +279,22 @@ def upgrade_opset(model, target, purpose):
 
 
 def infer_shapes(model):
-    """``model`` with value_info filled by ONNX shape inference (``model`` itself when inference fails).
+    """``model`` with value_info filled by ONNX shape inference (``model`` unchanged when inference fails).
 
-    Inference runs on the graph without its big weights (``weights.WeightsAside``: in memory ONNX copies the
-    whole model four times); on success the result takes the weights and ``model`` is left without them."""
+    Inference runs on ``weights.light_copy`` (the graph without its big weights' bytes: in memory ONNX copies
+    the whole model four times); what it gives (the nodes with their subgraphs' value_info, the value_info, the
+    inputs' and outputs' types) is taken back into ``model``, whose weights never move."""
     onnx = require("onnx", "normalizing the ONNX file")
-    from trtkit.onnx.weights import WeightsAside
-    with WeightsAside(model) as aside:
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception as exc:
-            log.debug("shape inference failed ({}); continuing without value_info".format(first_line(exc, 200)))
-            return model
-        return aside.hand_over(inferred)
+    from trtkit.onnx.weights import light_copy
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light_copy(model))
+    except Exception as exc:
+        log.debug("shape inference failed ({}); continuing without value_info".format(first_line(exc, 200)))
+        return model
+    for field in ("node", "value_info", "input", "output"):
+        model.graph.ClearField(field)
+        getattr(model.graph, field).extend(getattr(inferred.graph, field))
+    return model
 
 
 # ------------------------------------------------------------------ the batch axis
