@@ -237,6 +237,10 @@ def test_a_one_logit_model_fine_tunes_by_its_output_kind(tmp_path):
         -float(np.log(0.7) + np.log(0.8)) / 2, rel=1e-6)
     with pytest.raises(InputError, match="single-label"):
         label_loss(OutputKind.parse("multilabel-logits"))
+    with pytest.raises(InputError, match="columns"):  # the API's kind that the output cannot be: one line, early
+        run_qat(tiny_model(), contract(), train, x[:32], heldout, 1, str(tmp_path / "c.onnx"),
+                output_kind="binary-logit")
+    assert not os.path.exists(str(tmp_path / "c.onnx"))
 
 
 @pytest.mark.parametrize("module, name, size, quantized", [("efficientnet", "efficientnet_b0", 32, 60),

@@ -11,8 +11,9 @@ percentiles of the replicates' differences (Efron's percentile interval).
 
 Why not streamed like the segmentation bootstrap (``intervals.Bootstrap``): the evaluator must see a
 replicate's images at once, and its per-image matching is not readable from Python (faster-coco-eval keeps
-it in C++), so each replicate is a full evaluation: about 0.2 s per replicate and map for 400 images. That
-is why the build's verification does not pay for it and benchmarks do (``replicates`` sets the cost, and how
+it in C++), so each replicate is a full evaluation: 0.19 s per map for 400 images of 63 detections each
+(faster-coco-eval 1.8, a quiet 2-core EPYC); the sample detector's 200 replicates of two maps took 471 s while
+other sessions used 70% of the CPU (``seconds`` in the record says what a run took). That is why the build's verification does not pay for it and benchmarks do (``replicates`` sets the cost, and how
 far the interval's ends move with the seed).
 """
 
@@ -25,7 +26,8 @@ _SEED = 20261128
 
 
 def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SEED, key="map", progress=True):
-    """{"difference", "interval" [low, high], "replicates", "images", "metric", "method", "share_below_zero"}
+    """{"difference", "interval" [low, high], "replicates", "images", "metric", "method", "share_below_zero",
+    "seconds"}
     for ``first.result()[key] - second.result()[key]`` where ``first`` and ``second`` are ``CocoMap``s fed the
     same images in the same order (InputError otherwise). ``progress``: a bar with rate and ETA (``log.Progress``).
     Replicates in which either mAP is undefined (no ground truth drawn) are left out and counted."""
@@ -45,7 +47,9 @@ def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SE
         return record
     record["difference"] = round(a - b, 6)
     import contextlib
+    import time
     from trtkit.log import Progress
+    start = time.time()
     random = np.random.RandomState(seed)
     differences, undefined = [], 0
     with (Progress("mAP bootstrap", total=replicates, unit="replicate") if progress else
@@ -62,7 +66,8 @@ def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SE
                 bar.update()
     record.update(replicates=len(differences), undefined_replicates=undefined,
                   interval=rounded(percentile_interval(differences)),
-                  share_below_zero=round(float(np.mean(np.asarray(differences) < 0.0)), 4) if differences else None)
+                  share_below_zero=round(float(np.mean(np.asarray(differences) < 0.0)), 4) if differences else None,
+                  seconds=round(time.time() - start, 1))
     return record
 
 

@@ -30,8 +30,9 @@ COCO's rules as both evaluators apply them (read in pycocotools' ``cocoeval.py``
   truth, as numpy arrays until ``result()`` builds COCO's dicts.
 
 A build's verification gives no interval for mAP: it is not a proportion of independent units, and an image
-bootstrap runs the evaluation once per replicate (0.2 s for 400 images). Where a comparison can pay for that,
-``detect.map_interval`` bootstraps the difference of two mAPs measured on the same images (``resampled``).
+bootstrap runs the evaluation once per replicate (0.19 s for 400 images of 63 detections: ``map_interval``).
+Where a comparison can pay for that, ``detect.map_interval`` bootstraps the difference of two mAPs measured on
+the same images (``resampled``).
 """
 
 import contextlib

@@ -87,6 +87,10 @@ def read(model, layout_nhwc):
         return None
     spatial = (1, 2) if shapes[0][3] == channels and shapes[0][1] != channels else (2, 3)  # NHWC, else NCHW data
     mode = _attribute(node, "mode", "nearest")
-    coordinates = _attribute(node, "coordinate_transformation_mode", "half_pixel")
+    opset = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [0])
+    # Resize-10 has no coordinate mode: it samples as 'asymmetric'; from 11 the default is 'half_pixel'
+    coordinates = _attribute(node, "coordinate_transformation_mode", "half_pixel" if opset >= 11 else "asymmetric")
+    antialiased = _attribute(node, "antialias", 0) == 1  # opset 18: a filter none of trtkit's samples as
     return {"size": [int(shapes[0][spatial[0]]), int(shapes[0][spatial[1]])], "node": node.name or node.output[0],
-            "mode": mode, "coordinates": coordinates, "filter": FILTERS.get((mode, coordinates))}
+            "mode": mode, "coordinates": coordinates, "antialias": antialiased,
+            "filter": None if antialiased else FILTERS.get((mode, coordinates))}

@@ -145,7 +145,8 @@ def finetune(gm, images, labels, steps, batch_size=DEFAULT_BATCH, lr=DEFAULT_LR,
 
 
 def fake_quant_logits(gm, images, batch_size=64):
-    """The PyTorch fake-quant model's logits (the forward the exporter traces): the runtimes' reference."""
+    """The PyTorch fake-quant model's logits (the forward the exporter traces): the runtimes' reference (any
+    PyTorch module's, e.g. the FP32 one, put in eval mode)."""
     torch = require("torch")
     gm.eval()
     out = []
@@ -211,8 +212,10 @@ def run_qat(model, contract, train_set, calibration_images, heldout, steps, out_
     import time
     from trtkit.precision.qat_graph import unfold_into
     start = time.time()
-    gm, pairs = prepare(model, calibration_images, method)
     kind = OutputKind.parse(output_kind or "logits")
+    label_loss(kind)  # a multi-label output, or one the kind cannot be, is refused before anything is calibrated
+    kind.check_columns(fake_quant_logits(model, heldout.images[:1]).shape[1], where="the model's output")
+    gm, pairs = prepare(model, calibration_images, method)
     before = fake_quant_logits(gm, heldout.images)
     _check_labels(train_set.labels, kind.classes(before.shape[1]))
     losses = finetune(gm, train_set.images, train_set.labels, steps, batch_size, lr, seed, kind=kind)

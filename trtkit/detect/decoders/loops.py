@@ -68,19 +68,6 @@ def selection(model):
     return found
 
 
-def _types(model):
-    """{tensor: (element type, [dims])} by ONNX shape inference (ints where known)."""
-    from onnx import shape_inference
-    inferred = shape_inference.infer_shapes(model)
-    found = {}
-    for info in list(inferred.graph.value_info) + list(inferred.graph.output) + list(inferred.graph.input):
-        kind = info.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim] \
-            if kind.HasField("shape") else None
-        found[info.name] = (kind.elem_type, dims)
-    return found
-
-
 def _chain(index, name):
     """``name`` and the tensors above it through pure reshapes and the image's ``x[0]``, nearest first."""
     chain = [name]
@@ -173,7 +160,8 @@ def read(model, given):
     loops = tails.loop_selection(model)
     nodes = selection(model)
     index, entering = _entering(model, nodes)
-    types = _types(model)
+    from trtkit.onnx.types import shapes
+    types = shapes(model)
     boxes, scores = [], []
     for name, by_nms in entering:
         if (types.get(name) or (0, None))[0] != 1:  # float32 only: labels, masks and counts are not read

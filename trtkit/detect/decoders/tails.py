@@ -98,14 +98,17 @@ def kept_count(model, start):
 def reduced_classes(model, scores):
     """(the per-class tensor, its class axis) when ``scores`` comes through reshapes from a ReduceMax over one
     axis (a best-class-per-box score), else None. tf2onnx writes ``reduce_max(scores, -1)`` of a batch's
-    ``[N, A, C]`` as a ``GlobalMaxPool`` (over axis 2 of a 3-D tensor; its rank is the caller's to check)."""
+    ``[N, A, C]`` as a ``GlobalMaxPool`` (over axis 2 of a 3-D tensor: taken for one only when its input is
+    3-D by shape inference; a 4-D map's pooling is not a best class)."""
     producers = dict((out, node) for node in model.graph.node for out in node.output)
     node = producers.get(scores)
     for _ in range(8):
         if node is None or node.op_type not in _FLAT + ("Transpose", "ReduceMax", "GlobalMaxPool"):
             return None
         if node.op_type == "GlobalMaxPool":
-            return node.input[0], 2
+            from trtkit.onnx.types import shapes
+            dims = (shapes(model).get(node.input[0]) or (0, None))[1]
+            return (node.input[0], 2) if dims is not None and len(dims) == 3 else None
         if node.op_type == "ReduceMax":
             axes = [list(a.ints) for a in node.attribute if a.name == "axes"]
             if not axes and len(node.input) > 1 and node.input[1]:
