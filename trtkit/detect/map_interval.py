@@ -13,8 +13,9 @@ Why not streamed like the segmentation bootstrap (``intervals.Bootstrap``): the 
 replicate's images at once, and its per-image matching is not readable from Python (faster-coco-eval keeps
 it in C++), so each replicate is a full evaluation: 0.19 s per map for 400 images of 63 detections each
 (faster-coco-eval 1.8, a quiet 2-core EPYC); the sample detector's 200 replicates of two maps took 471 s while
-other sessions used 70% of the CPU (``seconds`` in the record says what a run took). That is why the build's verification does not pay for it and benchmarks do (``replicates`` sets the cost, and how
-far the interval's ends move with the seed).
+other sessions used 70% of the CPU (``seconds`` in the record says what a run took). That is why the build's
+verification does not pay for it and benchmarks do (``replicates`` sets the cost, and how far the interval's
+ends move with the seed).
 """
 
 import numpy as np

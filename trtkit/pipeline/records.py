@@ -170,8 +170,8 @@ class ArtifactRecord(Record):
     FIELDS = (("name", None), ("precision", None), ("backend", None), ("path", None), ("onnx", None),
               ("bytes", None), ("build_seconds", None), ("verify", None), ("status", None),
               ("status_detail", None), ("significant", None), ("min_agreement", None), ("max_accuracy_drop", None),
-              ("ran_on", None), ("throughput_batch", None),
-              ("throughput_ips", None), ("throughput_rounds", None), ("calibration", None), ("int8_encoding", None), ("isa", None),
+              ("ran_on", None), ("throughput_batch", None), ("throughput_ips", None), ("throughput_rounds", None),
+              ("calibration", None), ("int8_encoding", None), ("isa", None),
               ("kept_fp32_ops", None), ("kept_layers", None), ("kept_in", None), ("mixed_from", None),
               ("tune", None), ("backend_info", None))
     NESTED = {"verify": Verification}
