@@ -312,6 +312,9 @@ def test_build_with_qat_steps_records_how_int8_was_made(sample, tmp_path):
     int8 = [a for a in manifest["artifacts"] if a["precision"] == "int8"][0]
     assert int8["int8_method"] == "qat" and int8["qat"]["steps"] == 5 and manifest["options"]["qat_steps"] == 5
     assert int8["verify"]["top1_agreement"] >= 0.98 and int8["status"] == "ok"
+    # the sample's held-out images have labels: a fine-tuned variant is judged by its accuracy against FP32's
+    assert int8["max_accuracy_drop"] == pytest.approx(0.02) and "judged by accuracy" in int8["status_detail"]
+    assert int8["verify"]["accuracy"] >= int8["verify"]["reference_accuracy"] - 0.02
 
 
 @pytest.mark.extended
