@@ -137,9 +137,10 @@ class VariantMaker(object):
         calibrate again, with ``--no-calib-cache`` neither."""
         from trtkit.precision.calibrate import calibrate
         method = method or self.config.method
+        source = self.int8_source()[0]  # adaround-q calibrates before it learns: its ranges are kept
         if method not in self._calibrated:
             images = self.calibration_images()
-            self._calibrated[method] = calibrate(self.int8_source()[0], images, method,
+            self._calibrated[method] = calibrate(source, images, method,
                                                  self.config.batch_for(len(images)), self.config.percentile,
                                                  use_cache=self.config.use_cache)
         return self._calibrated[method]
@@ -301,8 +302,8 @@ class VariantMaker(object):
         """(path, record) of the FP32 graph INT8 is calibrated and written from: the FP32 ONNX, or under the
         config's ``equalize`` rule its equalized copy (``precision.equalize``, measured on the first
         ``equalize.IMAGES`` calibration images and kept where its INT8 outputs are closer to FP32, written once as
-        ``NAME.equalized.onnx``), and under the ``rounding`` rule ``adaround`` that graph with its weights on
-        their learned INT8 levels (``rounded``); record (the equalization's) None when off."""
+        ``NAME.equalized.onnx``), and under the ``rounding`` rules ``adaround``/``adaround-q`` that graph with its
+        weights on their learned INT8 levels (``rounded``); record (the equalization's) None when off."""
         path, record = self._equalized_source()
         if self.config.rounding == "nearest":
             return path, record
@@ -321,7 +322,8 @@ class VariantMaker(object):
             model = require("onnx", "AdaRound").load(source)
             layers = set(name for name, _ in quantizable_layers(model, self.encoding or "tensorrt",
                                                                  self.config.float_depthwise == "all"))
-            done = adaround.learn_rounding(model, self._first_images(adaround.IMAGES), layers, seed=self.config.seed)
+            done = adaround.learn_rounding(model, self._first_images(adaround.IMAGES), layers, seed=self.config.seed,
+                                           quantized=self._quantized_writer(source, layers))
             record = done.record
             log.info("AdaRound: {} of {} layers learned ({} of {} weights moved off nearest; held-out output "
                      "error {:.2f}x nearest's) in {:.1f}s".format(
@@ -331,6 +333,22 @@ class VariantMaker(object):
             save(done.model, path)
             self._rounded = (path, done)
         return self._rounded
+
+    def _quantized_writer(self, source, layers):
+        """None (``adaround``), or for ``adaround-q`` the writer of the INT8 graph each layer learns its rounding
+        on: ``source`` calibrated first by the config's method (those ranges are the variant's: ``calibrate``
+        keeps them), trtkit's own placement for the encoding with those ranges, the ``layers`` quantized."""
+        if self.config.rounding != "adaround-q":
+            return None
+        from trtkit.precision.calibrate import calibrate
+        from trtkit.precision.qdq import write_qdq_of
+        images, method = self.calibration_images(), self.config.method
+        result = calibrate(source, images, method, self.config.batch_for(len(images)), self.config.percentile,
+                           use_cache=self.config.use_cache)
+        self._calibrated[method] = result
+        ranges, encoding = result.ranges, self.encoding or "tensorrt"
+        return lambda model: write_qdq_of(model, ranges, encoding, tensors=set(ranges), layers=layers,
+                                          target=self.target)
 
     def rounding_record(self, qdq_path):
         """The report's ``rounding``: {"rule": "nearest"}, or AdaRound's record (each layer's row) with how many of

@@ -11,9 +11,10 @@ at the end ``h`` is rounded. The loss is the paper's layer-wise one with the lay
 their second moments (``precision.adaround_inputs``): the rounding of one layer then depends neither on the
 activation ranges nor on the other layers, so it is made once, before calibration, for every INT8 option and
 encoding alike, and the ranges are calibrated on the graph as it will run. (The paper's "asymmetric" variant,
-inputs from the already-quantized graph, would also pay back upstream activation error; it needs a pass of the
-images per layer through the Q/DQ graph and ties the rounding to the ranges: not done here.) The output
-activation is left out of the loss (linear), as a layer's consumers differ (ReLU6, hard-swish, a residual Add).
+inputs from the already-quantized graph, also pays back upstream activation error; it needs the ranges and a
+pass of the images per layer through the Q/DQ graph: ``adaround-q``, ``quantized`` below,
+``precision.adaround_q`` for its moments.) The output activation is left out of the loss (linear), as a
+layer's consumers differ (ReLU6, hard-swish, a residual Add).
 
 The scales are the writer's (``qdq.quantize_weight``: symmetric per output channel, ``amax / 127``; ONNX
 Runtime's quantizer computes the same in float64). The chosen integers ``q`` are realised by replacing each
@@ -22,7 +23,8 @@ no channel's range shrinks) and rounds ``q * s / s`` back to ``q``. ``realised``
 back and counts the layers whose INT8 weights are the learned ones.
 
 Guarded: a layer keeps its learned rounding only where its output error on held-out images (``check``) is
-below nearest rounding's; the record has each layer's errors (relative to nearest on the fitted rows).
+below nearest rounding's; the record has each layer's errors (relative to nearest on the fitted rows; under
+``adaround-q`` nearest's given the same quantized inputs, an error that includes the inputs' own).
 """
 
 import time
@@ -32,7 +34,7 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 
-RULES = ("nearest", "adaround")
+RULES = ("nearest", "adaround", "adaround-q")  # adaround-q: on the INT8 graph's inputs (after calibration)
 DEFAULT_RULE = "nearest"
 IMAGES = 32          # calibration images whose layer inputs are sampled (the first ones)
 ITERATIONS = 400     # Adam steps per layer
@@ -80,10 +82,12 @@ class Rounding(object):
         return model
 
 
-def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, progress=True):
+def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, progress=True, quantized=None):
     """The ``Rounding`` of ``model`` (FP32 ModelProto) from ``images`` (NCHW float32; the first ``IMAGES``
     are used): every Conv (2-D), Gemm and MatMul with its own constant weights, or only those named in
-    ``layers`` (the writer's INT8 layers)."""
+    ``layers`` (the writer's INT8 layers). ``quantized`` (``adaround-q``): a function writing the Q/DQ graph of
+    a (prepared) FP32 ModelProto with the calibrated ranges; each layer then learns on the inputs that graph
+    gives it, the earlier layers on their learned integers (``precision.adaround_q``), one layer at a time."""
     from trtkit import log
     from trtkit.precision import adaround_inputs
     from trtkit.precision.qdq import _Graph, _prepared
@@ -92,15 +96,22 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
     g = _Graph(prepared)
     specs, skipped = _layers(g, layers)
     images = np.ascontiguousarray(images[:IMAGES], dtype=np.float32)
-    inputs = adaround_inputs.collect(prepared, specs, images, seed=seed)
+    if quantized is None:
+        inputs = adaround_inputs.collect(prepared, specs, images, seed=seed)
+    else:  # the FP32 graph as trained, beside the one whose weights are rounded layer by layer
+        from trtkit.precision.adaround_q import layer_moments
+        fp32 = require("onnx", "AdaRound").ModelProto.FromString(prepared.SerializeToString())
     numpy_helper = require("onnx.numpy_helper")
     rows, chosen, original = [], {}, {}
-    with log.Progress("AdaRound", total=len(specs), unit="layer") if progress else _Quiet() as bar:
-        for name, (_, spec) in specs.items():
+    label = "AdaRound" + (" (quantized inputs)" if quantized is not None else "")
+    with log.Progress(label, total=len(specs), unit="layer") if progress else _Quiet() as bar:
+        for index, (name, (tensor, spec)) in enumerate(specs.items()):
             node = _node(g, name)
             weight_name, axis = _weight(g, node)
             weight = g.array(weight_name).astype(np.float32)
-            q, scales, row = _learn_layer(weight, axis, spec, inputs[name], iterations, seed)
+            moments = inputs[name] if quantized is None else layer_moments(
+                fp32, prepared, name, tensor, spec, quantized, images, seed=seed + index)
+            q, scales, row = _learn_layer(weight, axis, spec, moments, iterations, seed)
             row["layer"] = name
             rows.append(row)
             if row["kept"]:
@@ -113,8 +124,9 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
             bar.update(postfix="{}: error {:.2f}x nearest's".format(name if len(name) < 40 else "..." + name[-37:],
                                                                       row["check_error"]))
     kept = [r for r in rows if r["kept"]]
-    record = {"rule": "adaround", "images": int(len(images)), "iterations": int(iterations),
-              "inputs": "fp32", "layers": len(kept), "candidates": len(rows), "skipped": skipped,
+    record = {"rule": "adaround" if quantized is None else "adaround-q", "images": int(len(images)),
+              "iterations": int(iterations), "inputs": "fp32" if quantized is None else "int8 graph's",
+              "layers": len(kept), "candidates": len(rows), "skipped": skipped,
               "weights_changed": int(sum(r["changed"] for r in kept)),
               "of_weights": int(sum(r["weights"] for r in rows)),
               "mean_check_error": round(float(np.mean([r["check_error"] for r in rows])), 4) if rows else None,
@@ -232,10 +244,21 @@ def _learn_layer(weight, axis, spec, inputs, iterations, seed):
     return q, scales, row
 
 
+def _moments(gram):
+    """(E[x x^T], E[x x~^T], E[x~ x~^T]): a layer's moments, the same matrix thrice for FP32 inputs."""
+    return tuple(gram) if isinstance(gram, (tuple, list)) else (gram, gram, gram)
+
+
 def _error(w, s, q, gram):
-    """``trace(D H D^T)`` summed over groups: the mean squared output error of weights ``q * s``."""
-    d = w.astype(np.float64) - q.astype(np.float64) * s
-    return float((d * np.matmul(d, gram)).sum())
+    """The mean squared output error of weights ``q * s`` summed over groups: ``trace(D H D^T)`` for FP32
+    inputs (``gram`` H), else ``||W x - W~ x~||^2`` from the three moments (``_moments``)."""
+    ff, fq, qq = _moments(gram)
+    w, wq = w.astype(np.float64), q.astype(np.float64) * s
+    if ff is fq and fq is qq:
+        d = w - wq
+        return float((d * np.matmul(d, ff)).sum())
+    return float((w * np.matmul(w, ff)).sum() - 2.0 * (np.matmul(w, fq) * wq).sum()
+                 + (wq * np.matmul(wq, qq)).sum())
 
 
 def _optimise(w, s, ratio, nearest, gram, iterations, seed):
@@ -252,9 +275,14 @@ def _optimise(w, s, ratio, nearest, gram, iterations, seed):
     floor = np.floor(ratio)
     rest = np.clip(ratio - floor, 0.0, 1.0)
     v0 = -np.log((ZETA - GAMMA) / (rest - GAMMA) - 1.0)
+    ff, fq, qq = _moments(gram)
+    symmetric = ff is fq and fq is qq
     t = dict((k, torch.from_numpy(np.ascontiguousarray(a))) for k, a in
-             (("w", w), ("s", s), ("floor", floor), ("nearest", nearest), ("gram", gram),
+             (("w", w), ("s", s), ("floor", floor), ("nearest", nearest), ("gram", qq),
               ("free", (~fixed).astype(np.float64))))
+    if not symmetric:  # ||W x - W~ x~||^2 = c - 2 <W E[x x~^T], W~> + <W~, W~ E[x~ x~^T]>
+        t["cross"] = torch.from_numpy(np.matmul(w, fq))
+        t["constant"] = float((w * np.matmul(w, ff)).sum())
     v = torch.nn.Parameter(torch.from_numpy(v0))
     free = t["free"]
     count = max(float(free.sum().item()), 1.0)
@@ -268,8 +296,13 @@ def _optimise(w, s, ratio, nearest, gram, iterations, seed):
     for step in range(iterations):
         optimiser.zero_grad()
         h, q = soft()
-        d = t["w"] - q * t["s"]
-        loss = (d * torch.matmul(d, t["gram"])).sum() / reference
+        if symmetric:
+            d = t["w"] - q * t["s"]
+            loss = (d * torch.matmul(d, t["gram"])).sum() / reference
+        else:
+            wq = q * t["s"]
+            loss = (t["constant"] - 2.0 * (t["cross"] * wq).sum()
+                    + (wq * torch.matmul(wq, t["gram"])).sum()) / reference
         if step >= warm:
             progress = (step - warm) / float(max(iterations - warm, 1))
             beta = BETA[0] + (BETA[1] - BETA[0]) * progress

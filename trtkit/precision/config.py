@@ -46,7 +46,8 @@ class CalibrationConfig(Options):
         # each conv's output channels rescaled into the next conv before calibration (precision.equalize)
         self.equalize = equalization.check_rule(equalization.DEFAULT_RULE if equalize is None else equalize)
         from trtkit.precision.adaround import check_rule as check_rounding
-        # how weights are rounded to their INT8 levels: nearest, or learned (precision.adaround)
+        # how weights are rounded to their INT8 levels: nearest, or learned on FP32 or INT8 inputs
+        # (precision.adaround)
         self.rounding = check_rounding(rounding)
         self.images = int(images)
         # None: DEFAULT_CALIB_BATCH, or all the calibration images when they are fewer (``batch_for``)
@@ -162,12 +163,16 @@ class CalibrationConfig(Options):
                    "images; depthwise-pointwise pairs included) so a per-tensor activation range fits all its "
                    "channels; the FP32 function is unchanged; off (default); the manifest records the pairs and "
                    "channels scaled"),
-        Field("int8_rounding", "rounding", choices=["nearest", "adaround"],
+        Field("int8_rounding", "rounding", choices=["nearest", "adaround", "adaround-q"],
               help="how INT8 weights are rounded to their per-channel levels: nearest (default), or adaround: "
                    "up or down per weight, learned layer by layer (AdaRound: {} Adam steps per layer) so that the "
                    "layer's output on the first {} calibration images' FP32 inputs changes least; kept per layer "
                    "only where it beats nearest on held-out images; the same scales, so every runtime reads the "
-                   "learned integers; the manifest records the layers and weights changed".format(
+                   "learned integers; the manifest records the layers and weights changed; adaround-q: the same, "
+                   "learned after calibration on the inputs each layer sees in the INT8 graph (activations "
+                   "quantized with the calibrated ranges, earlier layers on their learned integers: "
+                   "||W x - W~ x~||^2, one pass of the images per layer), so it also pays back upstream activation "
+                   "error; an option: better than nearest on the corpus, but minutes of build time and PyTorch".format(
                        _ADAROUND_STEPS, _ADAROUND_IMAGES)),
     )
 
