@@ -179,6 +179,10 @@ def test_a_bad_value_is_refused_in_one_line():
         message = str(refused.value)
         assert message.count("\n") == 0 and "unknown --int8-rounding '{}'".format(bad) in message
         assert "adaround-q" in message
+    # bias correction would measure INT8 against the rounded weights, not FP32's (review): refused until it can't
+    with pytest.raises(InputError, match="cannot be combined yet"):
+        CalibrationConfig(rounding="adaround", bias_correction="fast")
+    assert CalibrationConfig(rounding="adaround", bias_correction="off").rounding == "adaround"
 
 
 # ------------------------------------------------------------------ adaround-q: learned on the INT8 graph's inputs
@@ -248,3 +252,27 @@ def test_adaround_q_build_keeps_the_ranges_it_learned_with(tmp_path):
     assert report["model"]["onnx"] == "tiny.fp32.onnx" and report["rounding"]["rule"] == "adaround-q"
     assert os.path.exists(os.path.join(str(tmp_path / "q"), "tiny.adaround.onnx"))
 
+
+
+def test_a_fixed_batch_model_keeps_a_held_out_check_and_an_oversized_layer_keeps_nearest():
+    """Review: a model fixed at batch 16 with 32 images had 2 batches and no held-out one, so the check ran on
+    the fitted rows; now its images are split one by one. A layer whose statistics alone would pass the budget
+    (a VGG fc6's 25088 inputs: 9.4 GiB) keeps nearest rounding, said why."""
+    from onnx import TensorProto, helper, numpy_helper
+    from trtkit.precision import adaround_inputs
+    from trtkit.precision.adaround import _layers
+    from trtkit.precision.qdq_graph import Graph
+    model = _net()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 16  # fixed batch
+    specs, _ = _layers(Graph(model), None)
+    found = adaround_inputs.collect(model, dict((n, specs[n]) for n in ("conv", "classifier")), _images(3, 32))
+    for name in ("conv", "classifier"):
+        fit, check = found[name].rows
+        assert fit > 0 and check > 0 and found[name].check is not found[name].fit
+    wide = 1 << 13  # K = 8192: 2 x 8192^2 x 8 bytes = 1 GiB of statistics for a 64 KB weight
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["y"], name="wide")]
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, wide])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+                              [numpy_helper.from_array(np.ones((wide, 2), np.float32), "w")])
+    specs, skipped = _layers(Graph(helper.make_model(graph)), None)
+    assert not specs and skipped == ["wide: 8192 weights per output, statistics of 1024 MiB"]

@@ -173,7 +173,7 @@ def realised(qdq_model, rounding):
 
 def _layers(g, wanted):
     """({layer: (input tensor, spec)} in graph order, [layers left at nearest: why])."""
-    from trtkit.precision.adaround_inputs import ConvSpec, RowSpec
+    from trtkit.precision.adaround_inputs import MATRIX_BYTES, ConvSpec, RowSpec, matrix_bytes
     uses = {}
     for node in g.graph.node:
         for name in node.input:
@@ -188,10 +188,15 @@ def _layers(g, wanted):
             skipped.append("{}: shared weights".format(node.name))
         elif node.op_type == "Conv" and weight.ndim != 4:
             skipped.append("{}: {}-D conv".format(node.name, weight.ndim - 2))
-        elif node.op_type == "Conv":
-            specs[node.name] = (node.input[0], ConvSpec(node, weight.shape, g.attr))
         else:
-            specs[node.name] = (node.input[0], RowSpec(weight.shape[0] if found[1] == 1 else weight.shape[1]))
+            spec = ConvSpec(node, weight.shape, g.attr) if node.op_type == "Conv" else \
+                RowSpec(weight.shape[0] if found[1] == 1 else weight.shape[1])
+            need = matrix_bytes(spec)
+            if need > MATRIX_BYTES:  # its fit and check matrices alone would pass the budget (a VGG's fc6: 9.4 GiB)
+                skipped.append("{}: {} weights per output, statistics of {} MiB".format(
+                    node.name, spec.k, need >> 20))
+            else:
+                specs[node.name] = (node.input[0], spec)
     return specs, skipped
 
 

@@ -8,11 +8,13 @@ output channel has: ``C_in/groups * kh * kw``), whatever the number of images or
 ``C_out x K^2`` instead of ``rows x K x C_out``. A depthwise conv has ``C`` groups of ``K = kh * kw``.
 
 The rows are the FP32 graph's own tensors (the layer's input as the FP32 model computes it, fetched from ONNX
-Runtime), sampled at ``ROWS`` random output positions per layer over the images, in batches; the images whose
-batch index is a multiple of ``CHECK_EVERY`` go to a second, held-out matrix (``check``) on which the learned
-rounding must beat nearest rounding before it is kept. Layers are fetched in groups whose matrices fit
-``MATRIX_BYTES`` (one pass of the images per group): a model's memory stays bounded by that budget plus one
-batch of activations.
+Runtime), sampled at ``ROWS`` random output positions per layer over the images, in batches; every
+``CHECK_EVERY``-th batch (every ``CHECK_EVERY``-th image when there are fewer batches: a fixed-batch model) goes
+to a second, held-out matrix (``check``) on which the learned rounding must beat nearest rounding before it is
+kept. Layers are fetched in groups whose matrices fit ``MATRIX_BYTES`` (one pass of the images per group); every
+layer's matrices are kept until the layers are learned, so memory is their sum, whatever the number of images;
+a layer whose own matrices pass ``MATRIX_BYTES`` (K = 4608 for a 3x3 conv of 512 channels: 324 MiB) keeps
+nearest rounding (``adaround._layers`` says which).
 """
 
 import numpy as np
@@ -119,7 +121,7 @@ def collect(model, specs, images, seed=0, rows=ROWS, batch=BATCH):
     group, size = [], 0
     for name in specs:
         spec = specs[name][1]
-        need = 2 * spec.groups * spec.k * spec.k * 8
+        need = matrix_bytes(spec)
         if group and size + need > MATRIX_BYTES:
             found.update(_one_pass(model, dict((n, specs[n]) for n in group), images, rng, rows, batch))
             group, size = [], 0
@@ -144,7 +146,6 @@ def _one_pass(model, specs, images, rng, rows, batch):
     fixed = feed.shape[0] if feed.shape and isinstance(feed.shape[0], int) and feed.shape[0] > 0 else None
     step = fixed or batch
     starts = list(range(0, len(images), step))
-    checks = [i for i in range(len(starts)) if i % CHECK_EVERY == CHECK_EVERY - 1]
     per_batch = max(1, -(-rows // len(starts)))
     stats = dict((name, LayerInputs(spec, spec.groups, spec.k)) for name, (_, spec) in specs.items())
     for index, start in enumerate(starts):
@@ -155,10 +156,28 @@ def _one_pass(model, specs, images, rng, rows, batch):
         values = dict(zip(tensors, session.run(tensors, {feed.name: np.ascontiguousarray(chunk, np.float32)})))
         for name, (tensor, spec) in specs.items():
             x = np.asarray(values[tensor], np.float32)[:count]
-            stats[name].add(spec.rows(x, per_batch, rng), index in checks)
+            for part, held in held_out_split(index, start, count, len(starts)):
+                share = max(1, -(-per_batch * len(x[part]) // count))
+                stats[name].add(spec.rows(x[part], share, rng), held)
     for entry in stats.values():
         entry.finish()
     return stats
+
+
+def matrix_bytes(spec):
+    """Bytes of one layer's fit and check matrices (float64, groups x K x K each)."""
+    return 2 * spec.groups * spec.k * spec.k * 8
+
+
+def held_out_split(index, start, count, batches):
+    """[(image slice, held out)] of a batch of ``count`` images from image ``start``, batch ``index`` of
+    ``batches``: the whole batch, held out when it is every ``CHECK_EVERY``-th; with fewer batches than that (a
+    fixed-batch model, a few images) its images are split one by one instead, so the check stays on images the
+    rounding was not fitted to (with batches only, it had none and checked on the fitted rows)."""
+    if batches >= CHECK_EVERY:
+        return [(slice(0, count), index % CHECK_EVERY == CHECK_EVERY - 1)]
+    held = (np.arange(start, start + count) % CHECK_EVERY) == CHECK_EVERY - 1
+    return [(np.flatnonzero(held == flag), flag) for flag in (False, True) if (held == flag).any()]
 
 
 def _ints(node, name):

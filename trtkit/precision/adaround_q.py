@@ -19,7 +19,7 @@ integers learned for the layers before it.
 import numpy as np
 
 from trtkit.deps import require
-from trtkit.precision.adaround_inputs import BATCH, CHECK_EVERY, ROWS
+from trtkit.precision.adaround_inputs import BATCH, ROWS, held_out_split
 
 
 class Moments(object):
@@ -78,10 +78,12 @@ def layer_moments(fp32, rounded, layer, tensor, spec, write, images, seed=0, row
             chunk = np.resize(chunk, (fixed,) + chunk.shape[1:])
         chunk = np.ascontiguousarray(chunk, np.float32)
         fp, q = (np.asarray(s.run(None, {feed.name: chunk})[0], np.float32)[:count] for s in sessions)
-        state = rng.get_state()  # the same images and positions in both tensors
-        fp_rows = spec.rows(fp, per_batch, rng)
-        rng.set_state(state)
-        moments.add(fp_rows, spec.rows(q, per_batch, rng), index % CHECK_EVERY == CHECK_EVERY - 1)
+        for part, held in held_out_split(index, start, count, len(starts)):
+            share = max(1, -(-per_batch * len(fp[part]) // count))
+            state = rng.get_state()  # the same images and positions in both tensors
+            fp_rows = spec.rows(fp[part], share, rng)
+            rng.set_state(state)
+            moments.add(fp_rows, spec.rows(q[part], share, rng), held)
     moments.finish()
     return moments
 

@@ -68,6 +68,13 @@ class CalibrationConfig(Options):
             raise InputError("the calibration batch size must be at least 1, got {}".format(batch))
         if not 0.0 < self.percentile <= 100.0:
             raise InputError("percentile must be in (0, 100], got {}".format(percentile), hint="e.g. 99.99")
+        if self.rounding != "nearest" and self.bias_correction != "off":
+            # the correction measures INT8 against the graph it writes from, here the rounded one: the shift of
+            # the channel means that rounding makes, which it exists to take back, would be invisible to it
+            raise InputError("--int8-rounding {} and --int8-bias-correction {} cannot be combined yet: the "
+                             "correction would be measured against the rounded weights, not FP32's".format(
+                                 self.rounding, self.bias_correction),
+                             hint="use one of them (learned rounding already fits each layer's outputs to FP32's)")
 
     def data_or(self, default):
         """The calibration image source, else ``default`` (the build's verification source)."""
