@@ -56,3 +56,13 @@ def test_off_a_terminal_a_long_step_logs_its_status_now_and_then(monkeypatch, ca
     text = capsys.readouterr().err
     status = [line for line in text.splitlines() if line.startswith("layer sensitivity: ")]
     assert len(status) == 3 and "3/10 layer" in status[0] and "ETA" in status[0], text
+
+
+def test_a_bar_not_shown_counts_and_says_nothing_on_a_terminal_or_off_it(monkeypatch, capsys):
+    for interactive in ("1", "0"):
+        monkeypatch.setenv("TRTKIT_PROGRESS", interactive)
+        with log.Progress("learning", total=3, unit="layer", shown=False) as bar:
+            for _ in range(3):
+                bar.update(postfix="error 0.4x")
+        captured = capsys.readouterr()
+        assert bar.count == 3 and captured.out == "" and captured.err == ""

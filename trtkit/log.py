@@ -94,10 +94,11 @@ class Progress(object):
     bar.update()``.
 
     ``postfix`` lets the caller show a live figure (loss, accuracy). Off a terminal (a log file, CI) the bar
-    is not drawn: one line starts the work and one ends it, with the time and the rate.
+    is not drawn: one line starts the work and one ends it, with the time and the rate. ``shown=False``: a bar
+    that counts and says nothing (a caller asked for no progress), so callers keep one code path.
     """
 
-    def __init__(self, label, total=None, unit="it"):
+    def __init__(self, label, total=None, unit="it", shown=True):
         self.label = label
         self.total = total
         self.unit = unit
@@ -105,11 +106,12 @@ class Progress(object):
         self.postfix = ""
         self._start = None
         self._last_draw = 0.0
-        self._live = _interactive() and not _state["quiet"]
+        self._shown = bool(shown)
+        self._live = self._shown and _interactive() and not _state["quiet"]
 
     def __enter__(self):
         self._start = time.time()
-        if not self._live:
+        if not self._live and self._shown:
             info("{} ...".format(self.label))
         return self
 
@@ -121,7 +123,8 @@ class Progress(object):
         if self._live and (now - self._last_draw > 0.1 or (self.total and self.count >= self.total)):
             self._last_draw = now
             self._draw(now)
-        elif not self._live and not _state["quiet"] and now - max(self._last_draw, self._start) >= LOG_EVERY:
+        elif not self._live and self._shown and not _state["quiet"] and \
+                now - max(self._last_draw, self._start) >= LOG_EVERY:
             self._last_draw = now  # off a terminal (a CI log, nohup): a status line now and then, not silence
             info("{}: {}{}".format(self.label, self.status(now), " " + self.postfix if self.postfix else ""))
 
@@ -154,7 +157,7 @@ class Progress(object):
             self._draw(time.time())
             sys.stderr.write("\n")
             sys.stderr.flush()
-        elif exc_type is None and not _state["quiet"]:
+        elif exc_type is None and self._shown and not _state["quiet"]:
             tail = " " + self.postfix if self.postfix else ""
             rate = ", " + format_rate(self.count, elapsed, self.unit) if self.count else ""
             info("{} done in {:.1f}s{}{}".format(self.label, elapsed, rate, tail))

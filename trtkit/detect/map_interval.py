@@ -47,14 +47,12 @@ def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SE
     if a is None or b is None or count < 2:
         return record
     record["difference"] = round(a - b, 6)
-    import contextlib
     import time
     from trtkit.log import Progress
     start = time.time()
     random = np.random.RandomState(seed)
     differences, undefined = [], 0
-    with (Progress("mAP bootstrap", total=replicates, unit="replicate") if progress else
-          contextlib.suppress()) as bar:
+    with Progress("mAP bootstrap", total=replicates, unit="replicate", shown=progress) as bar:
         for _ in range(replicates):
             draw = random.randint(0, count, size=count)
             x = first.resampled(draw).result().get(key)
@@ -63,8 +61,7 @@ def paired_map_difference(first, second, replicates=DEFAULT_REPLICATES, seed=_SE
                 undefined += 1
             else:
                 differences.append(x - y)
-            if bar is not None:
-                bar.update()
+            bar.update()
     record.update(replicates=len(differences), undefined_replicates=undefined,
                   interval=rounded(percentile_interval(differences)),
                   share_below_zero=round(float(np.mean(np.asarray(differences) < 0.0)), 4) if differences else None,

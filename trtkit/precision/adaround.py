@@ -104,7 +104,7 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
     numpy_helper = require("onnx.numpy_helper")
     rows, chosen, original = [], {}, {}
     label = "AdaRound" + (" (quantized inputs)" if quantized is not None else "")
-    with log.Progress(label, total=len(specs), unit="layer") if progress else _Quiet() as bar:
+    with log.Progress(label, total=len(specs), unit="layer", shown=progress) as bar:
         for index, (name, (tensor, spec)) in enumerate(specs.items()):
             node = _node(g, name)
             weight_name, axis = _weight(g, node)
@@ -319,14 +319,3 @@ def _optimise(w, s, ratio, nearest, gram, iterations, seed):
         hard = (h >= 0.5).double()
         learned = free * (t["floor"] + hard) + (1.0 - free) * t["nearest"]
     return np.clip(learned.numpy(), -LIMIT, LIMIT)
-
-
-class _Quiet(object):
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n=1, postfix=None):
-        pass

@@ -92,11 +92,8 @@ def _class_scores(model, index, chain, types):
     by no reduction (one class), else None."""
     for tensor in chain:
         node = index.producers.get(tensor)
-        if node is not None and node.op_type in _REDUCED:
-            found = tails.reduced_classes(model, tensor)
-            dims = (types.get(found[0]) or (0, None))[1] if found else None
-            pooled = node.op_type == "GlobalMaxPool"  # over the last axis only of a 3-D tensor
-            return None if found is None or pooled and (dims is None or len(dims) != 3) else found
+        if node is not None and node.op_type in _REDUCED:  # a GlobalMaxPool's rank is checked there
+            return tails.reduced_classes(model, tensor)
     single = [t for t in chain if (types.get(t) or (0, None))[1] is not None and len(types[t][1]) == 3 and
               types[t][1][2] == 1 and not (index.producers.get(t) is not None and
                                            index.producers[t].op_type.startswith(("Reduce", "Global", "ArgM")))]
