@@ -143,3 +143,26 @@ def test_the_build_times_within_its_budget_a_model_whose_one_call_outlasts_it():
     assert timing_plan(10.0, 1.0, 4, runners=3) == (1, 1)  # one call, whatever the budget
     assert timing_plan(10.0, 1.0, 1, runners=1) == (1, 1)
     assert timing_plan(0.3, 30.0, 4, runners=3) == (4, 3)
+
+
+def test_the_build_plans_its_timing_from_a_warm_call_not_the_first():
+    """A runtime's first call allocates and picks kernels (the sample detector on OpenVINO, busy machine: 0.4 s;
+    quiet: 2.5-3x the next call); planned from it, a whole auto build went to one call per round."""
+    import time
+    from trtkit.pipeline.verification import timing_plan, warm_call_seconds
+
+    class FirstCallSlow(object):
+        calls = 0
+
+        def infer(self, batch):
+            self.calls += 1
+            if self.calls == 1:
+                time.sleep(0.4)
+
+        def synchronize(self):
+            pass
+
+    runner = FirstCallSlow()
+    seconds = warm_call_seconds(runner, np.zeros((8, 3, 4, 4), np.float32))
+    assert runner.calls == 2 and seconds < 0.2
+    assert timing_plan(seconds, 1.0, 4, runners=10) == (4, 3)

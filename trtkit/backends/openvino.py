@@ -2,10 +2,13 @@
 
 Like ONNX Runtime, the artifact *is* the ONNX file: OpenVINO reads ONNX
 directly (``Core.read_model``, about a tenth of a second for ResNet18), so
-``build`` copies the precision variant after checking that OpenVINO converts it,
-and the same FP32/FP16/INT8 files run on either runtime.
+``build`` copies the precision variant after checking that OpenVINO converts it:
+the same FP32/FP16 files run on either runtime; an INT8 one is rewritten for OpenVINO (below).
 
-INT8 uses the ``cpu`` Q/DQ encoding (unsigned activations, quantized bias).
+INT8 uses the ``cpu`` Q/DQ encoding (unsigned activations, quantized bias); a graph made for a CPU without
+VNNI gets its weights back as int8, 7-bit in the first layers, when it is built for OpenVINO
+(``precision.int8_overflow``: with ONNX Runtime's uint8 weights OpenVINO ran every convolution in FP32), and
+Q/DQ in front of elementwise ops with a constant operand is removed (``precision.openvino_qdq``).
 OpenVINO turns either encoding into the same u8 x i8 convolutions (all 20
 convolutions of ResNet18 run in u8 both ways), but with the ``cpu`` encoding
 the pooling layers stay u8 too, where with the TensorRT encoding they compute
@@ -203,6 +206,19 @@ class OpenVINORunner(Runner):
         return record
 
 
+def _int8_for_openvino(onnx_path):
+    """(the model, what changed) of a trtkit ``cpu`` Q/DQ graph, rewritten the way OpenVINO runs it fastest
+    (``precision.openvino_qdq``); None for any other file (copied as it is)."""
+    if not onnx_path.endswith(".onnx") or not available("onnx"):
+        return None
+    onnx = require("onnx")
+    from trtkit.precision.openvino_qdq import for_openvino, is_cpu_qdq
+    if not is_cpu_qdq(onnx.load(onnx_path, load_external_data=False)):
+        return None
+    model = onnx.load(onnx_path)
+    return model, for_openvino(model)
+
+
 class OpenVINOBackend(Backend):
     """Copies the precision's ONNX file (after OpenVINO has read it) and runs it with ``OpenVINORunner``."""
 
@@ -237,10 +253,19 @@ class OpenVINOBackend(Backend):
             raise InputError("OpenVINO cannot read the {} ONNX {}: {}".format(
                 precision, os.path.basename(onnx_path), first_line(exc)),
                 hint="use --backend onnxruntime for this model")
-        if os.path.abspath(onnx_path) != os.path.abspath(out_path):
+        meta = {"openvino_version": openvino_version()}
+        rewritten = _int8_for_openvino(onnx_path)
+        if rewritten is not None:
+            model, meta["openvino_qdq"] = rewritten
+            if meta["openvino_qdq"]["int8_weights"]:
+                meta["isa"] = meta["openvino_qdq"]["int8_weights"]
+            from trtkit.onnx.write import save
+            with atomic_path(out_path) as tmp:
+                save(model, tmp)
+        elif os.path.abspath(onnx_path) != os.path.abspath(out_path):
             with atomic_path(out_path) as tmp:
                 shutil.copyfile(onnx_path, tmp)
-        return {"openvino_version": openvino_version()}
+        return meta
 
     def runner(self, artifact_path, options=None):
         options = options or {}

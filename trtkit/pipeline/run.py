@@ -171,6 +171,8 @@ def _build_from(state, variant, backend=None, label=None):
     record.update(variant.meta)
     if backend_meta:
         record["backend_info"] = backend_meta
+    if backend_meta.get("isa") and record.get("isa"):  # the backend rewrote the weights for itself
+        record["isa"] = dict(record["isa"], **backend_meta["isa"])
     if variant.tune:
         record["tune"] = variant.tune
     if nms is not None:

@@ -265,7 +265,7 @@ def _time(runners, state, batch):
     from trtkit.search.config import TIMING_ROUNDS
     rounds = TIMING_ROUNDS if len(runners) > 1 else 1
     images = make_batch(state.first_images, batch)
-    call = max(_one_call(runner, images) for runner in runners.values())  # also a warm-up call
+    call = max(warm_call_seconds(runner, images) for runner in runners.values())
     rounds, calls = timing_plan(call, seconds, rounds, len(runners))
     what = "timing {} at batch {}: ".format(", ".join(name.split(".", 1)[-1] for name in runners), batch)
     if calls >= 3:
@@ -279,6 +279,15 @@ def _time(runners, state, batch):
         for key in keys[index % len(keys):] + keys[:index % len(keys)]:
             figures[key].append(batch / _one_call(runners[key], images))
     return figures
+
+
+def warm_call_seconds(runner, images):
+    """Seconds of one call of ``runner`` on ``images`` after a first, untimed one. Why not the first: OpenVINO
+    allocates and picks kernels on it (measured quiet, the sample detector's OpenVINO artifacts at batch 8: 39-50
+    ms, then 11-19 ms), and on a busy machine the first call of the slowest of ten candidates took 0.4 s: planned
+    from it, a whole auto build went to the one-call-per-round plan (two calls per candidate) and chose by noise."""
+    _one_call(runner, images)
+    return _one_call(runner, images)
 
 
 def _one_call(runner, images):

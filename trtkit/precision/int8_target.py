@@ -27,19 +27,26 @@ def shift_weights_to_uint8(model):
     measured on the zoo replicas it agreed less with FP32 than these levels do (benchmarks/emulated_cpu.py)."""
     numpy_helper = require("onnx.numpy_helper")
     onnx = require("onnx", "writing the INT8 ONNX")
-    inits = dict((i.name, i) for i in model.graph.initializer)
     done = set()
-    for node in model.graph.node:
-        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or node.input[0] not in inits:
-            continue
-        weight, zero = inits[node.input[0]], inits.get(node.input[2])
-        if weight.data_type != onnx.TensorProto.INT8 or zero is None:
-            continue
+    for _, weight, zero in weight_dequantizers(model, onnx.TensorProto.INT8):
         for tensor in (weight, zero):
             if tensor.name not in done:
                 shifted = numpy_helper.to_array(tensor).astype(np.int16) + 128
                 tensor.CopyFrom(numpy_helper.from_array(shifted.astype(np.uint8), tensor.name))
                 done.add(tensor.name)
+
+
+def weight_dequantizers(model, data_type):
+    """(DequantizeLinear node, weight initializer, zero-point initializer) of every DequantizeLinear reading an
+    initializer of ``data_type`` (an ``onnx.TensorProto`` type) with a zero point: the graph's quantized
+    weights (and biases, for int32)."""
+    inits = dict((i.name, i) for i in model.graph.initializer)
+    for node in model.graph.node:
+        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or node.input[0] not in inits:
+            continue
+        weight, zero = inits[node.input[0]], inits.get(node.input[2])
+        if weight.data_type == data_type and zero is not None:
+            yield node, weight, zero
 
 
 def record_target(model, encoding, target):

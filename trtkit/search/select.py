@@ -144,8 +144,13 @@ def _row(record, max_drop, metric, rule):
     return {"name": record["name"], "precision": record["precision"], "accuracy": verify.get("accuracy"),
             "agreement": verify.get("top1_agreement"), "drop": None if drop is None else round(drop, 3),
             "drop_upper": None if upper is None else round(upper, 3), "images": verify.get("images"),
-            "throughput_ips": record.get("throughput_ips"), "within_budget": within,
+            "throughput_ips": record.get("throughput_ips"), "within_budget": within, "backend": record.get("backend"),
             "within_on_estimate": on_estimate}
+
+
+def _on(row):
+    """" on BACKEND" where the row says (a search over two runtimes compares across them), else nothing."""
+    return " on {}".format(row["backend"]) if row.get("backend") else ""
 
 
 def choose(records, max_drop, metric, label=None, rule="bound"):
@@ -181,9 +186,9 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
     for row in rows:
         if is_quantized(row["precision"]) and row["within_budget"] and row["passes_gate"] and fastest_float \
                 and row["throughput_ips"] and row["throughput_ips"] < fastest_float["throughput_ips"]:
-            notes.append("{} keeps accuracy but runs at {:.1f} img/s, slower than {} ({:.1f} img/s) on this "
-                         "backend".format(row["name"], row["throughput_ips"], fastest_float["name"],
-                                          fastest_float["throughput_ips"]))
+            notes.append("{} keeps accuracy but runs at {:.1f} img/s{}, slower than {} ({:.1f} img/s{})".format(
+                row["name"], row["throughput_ips"], _on(row), fastest_float["name"], fastest_float["throughput_ips"],
+                _on(fastest_float)))
         elif is_quantized(row["precision"]) and not row["within_on_estimate"] and row["drop"] is not None:
             notes.append("{} loses {:.3f} points of {}, over the budget of {:g}".format(row["name"], row["drop"], label,
                                                                              max_drop))  # 1.005, not "1.00"
