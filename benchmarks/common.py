@@ -101,6 +101,16 @@ def nncf_int8(fp32, images, path, ignored_scope=None):
     return path, seconds
 
 
+def openvino_artifact(path, precision, work):
+    """The file ``trtkit build --backend openvino`` makes of the ONNX variant ``path`` (an INT8 one is rewritten
+    for OpenVINO: ``trtkit.precision.openvino_qdq``), written into ``work``. Running ONNX Runtime's INT8 file on
+    OpenVINO instead timed, on a CPU without VNNI, convolutions OpenVINO ran in FP32 (uint8 weights)."""
+    from trtkit.backends import get_backend
+    out = os.path.join(work, os.path.basename(path).replace(".onnx", ".openvino.onnx"))
+    get_backend("openvino").build(path, precision, out)
+    return out
+
+
 def cpu_description(path="/proc/cpuinfo"):
     """{"model": the CPU's model name, "flags": {flag: bool} for ``CPU_FLAGS``, "amx": any AMX}, from /proc/cpuinfo
     (model from ``platform`` and no flags where it is missing, e.g. not Linux)."""

@@ -41,7 +41,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.common import nncf_int8, paired_ratio, time_rounds, wait_quiet  # noqa: E402
+from benchmarks.common import nncf_int8, openvino_artifact, paired_ratio, time_rounds, wait_quiet  # noqa: E402
 
 NNCF_KEY = "openvino_int8_nncf"
 
@@ -118,7 +118,7 @@ def make_rows(args, fp32, calib, chosen, work):
         ("openvino_fp32", "OpenVINO FP32", ov(fp32)),
         ("openvino_fp32_bf16", "OpenVINO FP32 ONNX, BF16 inference (OpenVINO's CPU default)",
          ov(fp32, inference_precision="bf16")),
-        ("openvino_int8_cpu", "OpenVINO INT8 (trtkit cpu Q/DQ)", ov(int8["cpu"])),
+        ("openvino_int8_cpu", "OpenVINO INT8 (trtkit cpu Q/DQ)", ov(openvino_artifact(int8["cpu"], "int8", work))),
         ("openvino_int8_tensorrt", "OpenVINO INT8 (trtkit tensorrt Q/DQ)", ov(int8["tensorrt"])),
         (NNCF_KEY, "OpenVINO INT8 (NNCF, default preset)", ov(nncf_path)),
     ]

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.common import nncf_int8, paired_ratio, time_rounds, wait_quiet  # noqa: E402
+from benchmarks.common import nncf_int8, openvino_artifact, paired_ratio, time_rounds, wait_quiet  # noqa: E402
 
 # (key, backend, precision, made by): every model's rows, in table order; "auto" is filled from the selection
 ROWS = (("onnxruntime fp32", "onnxruntime", "fp32", "trtkit"),
@@ -153,6 +153,9 @@ def measure(name, settings, work):
     calib = select(images, contract, split="train", limit=calibration.get("images") or DEFAULT_CALIB_IMAGES, seed=0)
     nncf_file, nncf_seconds = nncf_int8(specs[REFERENCE]["file"], Reiterable(calib, settings.verify_batch),
                                         os.path.join(work, "nncf.int8.xml"))
+    for key, spec in specs.items():  # what an OpenVINO build of the variant makes, not ONNX Runtime's INT8 file
+        if spec["backend"] == "openvino" and key != AUTO:  # auto's OpenVINO choice is that build's own file
+            spec["file"] = openvino_artifact(spec["file"], spec["precision"], work)
     specs[NNCF] = {"backend": "openvino", "precision": "int8", "made_by": "nncf", "artifact": "nncf.quantize "
                    "(default preset)", "file": nncf_file}
     runners = {}
