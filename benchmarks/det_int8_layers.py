@@ -108,9 +108,9 @@ def detections(model, images, head):
 
 def groups(model):
     """{group: [node names]} of the INT8-written graph's nodes, by op and kind (what a rule can name)."""
-    from trtkit.precision.qdq import _Graph, _prepared
+    from trtkit.precision.qdq import Graph, prepared
     from trtkit.precision.qdq_place import depthwise_float, float_tail
-    g = _Graph(_prepared(model))
+    g = Graph(prepared(model))
     tail = float_tail(g)
     out = {}
     for node in g.graph.node:

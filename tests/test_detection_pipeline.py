@@ -58,11 +58,11 @@ def test_the_exported_network_is_one_decoded_tensor(tmp_path):
 def test_box_decoding_and_scores_stay_float_in_int8_and_fp16(tmp_path):
     """The tail after the last convolutions (decoding, sigmoid, concat) gets no Q/DQ and stays FP32 in FP16."""
     from trtkit.precision.fp16 import convert_fp16, tail_nodes
-    from trtkit.precision.qdq import _Graph
+    from trtkit.precision.qdq import Graph
     from trtkit.precision.qdq_place import cpu_edges, float_tail, tensorrt_edges
     _, path = _export(tmp_path)
     model = onnx.load(path)
-    graph = _Graph(model)
+    graph = Graph(model)
     tail = float_tail(graph)
     ops = dict((out, node.op_type) for node in model.graph.node for out in node.output)
     tail_ops = set(ops[t] for t in tail)

@@ -229,7 +229,7 @@ def test_a_relu6_is_quantized_after_its_clip_as_the_variant_has_it():
     Runtime's quantizer folds the clip into the range). The tensor after the clip is quantized now, as after a
     Relu, and its error is that of a range within [0, 6]."""
     from onnx import numpy_helper
-    from trtkit.precision.qdq import _Graph, quantization_plan, write_qdq_of
+    from trtkit.precision.qdq import Graph, quantization_plan, write_qdq_of
     from trtkit.precision.qdq_place import cpu_edges
     from trtkit.precision.ranges import compute_ranges
     from trtkit.precision.stats import collect_stats
@@ -243,7 +243,7 @@ def test_a_relu6_is_quantized_after_its_clip_as_the_variant_has_it():
             node.op_type, node.input[:] = "Clip", ["c1", "zero", "six"]
     w1 = [i for i in model.graph.initializer if i.name == "w1"][0]
     w1.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w1) * 8.0, "w1"))
-    quantized = set(edge[0] for edge in cpu_edges(_Graph(model)))
+    quantized = set(edge[0] for edge in cpu_edges(Graph(model)))
     assert "r1" in quantized and "c1" not in quantized, quantized
     _, activations, _ = quantization_plan(model, "cpu")
     assert ("r1", "r1") in [(a[0], a[1]) for a in activations]

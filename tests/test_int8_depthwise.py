@@ -41,13 +41,13 @@ def _run(model, x):
 
 
 def test_depthwise_float_names_the_depthwise_conv_and_what_feeds_it():
-    from trtkit.precision.qdq import _Graph, _prepared, quantizable_layers
+    from trtkit.precision.qdq import Graph, prepared, quantizable_layers
     from trtkit.precision.qdq_place import depthwise_float
     model = _graph()
-    assert sorted(depthwise_float(_Graph(_prepared(model)))) == ["depthwise", "pointwise_in", "relu"]
+    assert sorted(depthwise_float(Graph(prepared(model)))) == ["depthwise", "pointwise_in", "relu"]
     assert [name for name, _ in quantizable_layers(model, "cpu", float_depthwise=True)] == ["pointwise_out"]
-    assert sorted(depthwise_float(_Graph(_prepared(model)), ["depthwise"])) == ["depthwise", "pointwise_in", "relu"]
-    assert depthwise_float(_Graph(_prepared(model)), []) == []
+    assert sorted(depthwise_float(Graph(prepared(model)), ["depthwise"])) == ["depthwise", "pointwise_in", "relu"]
+    assert depthwise_float(Graph(prepared(model)), []) == []
     assert len(quantizable_layers(model, "cpu", float_depthwise=[])) == 3
 
 

@@ -90,10 +90,10 @@ def learn_rounding(model, images, layers=None, iterations=ITERATIONS, seed=0, pr
     gives it, the earlier layers on their learned integers (``precision.adaround_q``), one layer at a time."""
     from trtkit import log
     from trtkit.precision import adaround_inputs
-    from trtkit.precision.qdq import _Graph, _prepared
+    from trtkit.precision.qdq import Graph, prepared as prepared_graph
     started = time.time()
-    prepared = _prepared(model)
-    g = _Graph(prepared)
+    prepared = prepared_graph(model)
+    g = Graph(prepared)
     specs, skipped = _layers(g, layers)
     images = np.ascontiguousarray(images[:IMAGES], dtype=np.float32)
     if quantized is None:

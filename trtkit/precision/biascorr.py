@@ -100,10 +100,10 @@ def correct_biases(model, ranges, images, write, encoding="tensorrt", images_use
     """The ``Correction`` of ``model`` (FP32 ModelProto) for the Q/DQ graph ``write(prepared model)`` makes with
     ``ranges`` (the writer as the caller runs it: encoding, float layers, CPU target), measured on the first
     ``images_used`` of ``images`` (NCHW float32). See the module doc."""
-    from trtkit.precision.qdq import _prepared
+    from trtkit.precision.qdq import prepared
     started = time.time()
     images = np.ascontiguousarray(images[:max(1, int(images_used))], dtype=np.float32)
-    base = _prepared(model)
+    base = prepared(model)
     added = _add_zero_biases(base)
     qdq = write(base)
     uncorrected = qdq.SerializeToString()
@@ -150,7 +150,7 @@ def correct_biases(model, ranges, images, write, encoding="tensorrt", images_use
                                  "uncorrected ({:.2f} dB)".format(after, before))
     record["seconds"] = round(time.time() - started, 2)
     if not record["kept"]:
-        return Correction(_prepared(model), record, {})
+        return Correction(prepared(model), record, {})
     return Correction(base, record, original)
 
 

@@ -76,10 +76,10 @@ def conv_input_sqnr(model, images, ranges=None, encoding="cpu", depthwise_only=F
     input is quantized (``quantize_like_graph`` with ``ranges[input]``; ``ranges`` None: the input's min/max
     over ``images``) against the float conv, and the input's per-channel spread (largest channel |max| /
     median channel |max|). ``images``: NCHW float32, run one at a time (or a fixed batch at a time)."""
-    from trtkit.precision.qdq import _Graph, _prepared
+    from trtkit.precision.qdq import Graph, prepared
     from trtkit.precision.qdq_place import is_depthwise
     from trtkit.precision.stats import _instrumented_session
-    g = _Graph(_prepared(model))
+    g = Graph(prepared(model))
     convs = []
     for node in g.graph.node:
         if node.op_type != "Conv" or len(node.input) < 2 or not g.is_init(node.input[1]):

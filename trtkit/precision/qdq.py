@@ -27,7 +27,7 @@ import numpy as np
 from trtkit.deps import require
 from trtkit.errors import InputError
 from trtkit.onnx.normalize import drop_unused_initializers
-from trtkit.precision.qdq_graph import Graph as _Graph  # depthwise, adaround and tests import it from here
+from trtkit.precision.qdq_graph import Graph
 from trtkit.precision.int8_target import record_target as _record_target, shift_weights_to_uint8, \
     weight_type_of as _weight_type
 from trtkit.precision.qdq_place import (activation_inputs, cpu_edges, depthwise_float, float_fed, head_tensors,
@@ -87,7 +87,7 @@ def quantize_weight(weight, axis):
 def _fold_batchnorm(model):
     """Fold BatchNormalization into the Conv that feeds it, so weights are quantized as they are used."""
     numpy_helper = require("onnx.numpy_helper")
-    g = _Graph(model)
+    g = Graph(model)
     removed = []
     for bn in list(model.graph.node):
         if bn.op_type != "BatchNormalization" or len(bn.output) != 1:
@@ -120,7 +120,7 @@ def _fold_batchnorm(model):
 
 # ------------------------------------------------------------------ writer
 
-def _prepared(model, copy=True):
+def prepared(model, copy=True):
     """The graph both the writer and ``quantizable_layers`` work on: opset >= 13, BatchNorm folded,
     every node named (layer names are how a mixed variant says which layers stay float). ``copy=False``:
     ``model`` itself is changed (a caller's own, loaded for this: no second copy of the weights)."""
@@ -143,7 +143,7 @@ def quantizable_layers(model, encoding, float_depthwise=False):
     classifier layer included: its input and weights are INT8, its logits stay float), in graph order: what
     ``keep_float`` can name (``float_depthwise``, as ``write_qdq``'s: less those it keeps anyway)."""
     check_encoding(encoding)
-    g = _Graph(_prepared(model))
+    g = Graph(prepared(model))
     head = head_tensors(g)
     kept = set(_depthwise_kept(g, float_depthwise))
     return [(node.name, node.op_type) for node in g.graph.node
@@ -199,7 +199,7 @@ def quantization_plan(model, encoding):
     (BatchNorm folded), its quantized activations [(tensor, range tensor, [consumer op types])] and the weights
     of the layers they feed [(layer, op, weight array, channel axis)] (``cpu``: trtkit's own placement)."""
     check_encoding(encoding)
-    g = _Graph(_prepared(model))
+    g = Graph(prepared(model))
     activations, weights = {}, {}
     for tensor, consumer, source in cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g):
         users = [consumer] if consumer is not None else g.consumers.get(tensor, [])
@@ -213,13 +213,13 @@ def quantization_plan(model, encoding):
 
 def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=False, copy=True):
     check_encoding(encoding)
-    model = _prepared(model, copy)
+    model = prepared(model, copy)
     keep = _kept(model, keep_float, float_depthwise)
     if encoding == "cpu" and only is None:
         started = _cpu_job(model, ranges, keep)
         if started is not None:
             return _finish_cpu(started)
-    g = _Graph(model)
+    g = Graph(model)
     edges = cpu_edges(g) if encoding == "cpu" else tensorrt_edges(g)
     if keep:  # kept layers read the float tensor: their weights then stay float too (see _quantize_weights)
         edges = [(t, user, src) for t, consumer, src in edges
@@ -246,9 +246,9 @@ def _write_qdq(model, ranges, encoding, keep_float, only=None, float_depthwise=F
 def _kept(model, keep_float, float_depthwise):
     """The layers left in float: ``keep_float``, the depthwise convs kept, the weightless ops only they feed."""
     keep = set(keep_float)
-    keep.update(_depthwise_kept(_Graph(model), float_depthwise))
+    keep.update(_depthwise_kept(Graph(model), float_depthwise))
     if keep:  # and the weightless ops only float layers feed (see qdq_place.float_fed)
-        keep |= float_fed(_Graph(model), keep)
+        keep |= float_fed(Graph(model), keep)
     return keep
 
 
@@ -257,7 +257,7 @@ def _cpu_job(model, ranges, keep):
     must leave float), or None where this ONNX Runtime cannot take given ranges. The job holds no reference
     to ``model``."""
     from trtkit.precision.qdq_ort import ort_cpu_job
-    g = _Graph(model)
+    g = Graph(model)
     logits = head_tensors(g)
     head = [g.producer[t] for t in logits if t in g.producer and weight_of(g, g.producer[t]) is None]
     kept = [n for n in g.graph.node if n.name in keep]
@@ -321,7 +321,7 @@ def _covered(ranges, model):
         if node.op_type in _SAME_RANGE and node.input and node.input[0] in ranges:
             for out in node.output:
                 ranges.setdefault(out, ranges[node.input[0]])
-    g = _Graph(model)
+    g = Graph(model)
     _check_ranges([t for n in g.graph.node if weight_of(g, n) for t in activation_inputs(g, n)], ranges)
     return ranges
 

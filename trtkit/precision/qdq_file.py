@@ -13,7 +13,7 @@ get ``write_qdq`` on the loaded model, as before; the bytes are the same.
 """
 
 from trtkit.deps import require
-from trtkit.precision.qdq import (_cpu_job, _finish_cpu, _for_target, _kept, _prepared, _record_target, _write_qdq,
+from trtkit.precision.qdq import (_cpu_job, _finish_cpu, _for_target, _kept, prepared, _record_target, _write_qdq,
                                   check_encoding)
 
 
@@ -31,7 +31,7 @@ def _started(path, ranges, encoding, float_depthwise):
     """The quantizer's job and the logits (``qdq._cpu_job``), the model loaded here dropped with this frame; or
     the Q/DQ ModelProto written in memory where there is no job to run."""
     onnx = require("onnx", "writing the INT8 ONNX")
-    model = _prepared(onnx.load(path), copy=False)
+    model = prepared(onnx.load(path), copy=False)
     if encoding == "cpu":
         started = _cpu_job(model, ranges, _kept(model, (), float_depthwise))
         if started is not None:
