@@ -143,25 +143,35 @@ def _one_pass(model, specs, images, rng, rows, batch):
     options.log_severity_level = 3
     session = ort.InferenceSession(cut.SerializeToString(), options, providers=["CPUExecutionProvider"])
     feed = session.get_inputs()[0]
+    stats = dict((name, LayerInputs(spec, spec.groups, spec.k)) for name, (_, spec) in specs.items())
+    for chunk, count, parts in feed_batches(images, feed, batch, rows):
+        values = dict(zip(tensors, session.run(tensors, {feed.name: chunk})))
+        for name, (tensor, spec) in specs.items():
+            x = np.asarray(values[tensor], np.float32)[:count]
+            for part, held, share in parts:
+                stats[name].add(spec.rows(x[part], share, rng), held)
+    for entry in stats.values():
+        entry.finish()
+    return stats
+
+
+def feed_batches(images, feed, batch, rows):
+    """(batch to feed, images of it that are real, [(image slice, held out, rows to draw)]) for each batch of
+    ``images`` a session input ``feed`` takes: ``batch`` images, or the input's fixed batch (the last one padded
+    by repeating images, which are then cut off); ``rows`` rows in all, spread over the batches
+    (``held_out_split`` says which images check the fit)."""
     fixed = feed.shape[0] if feed.shape and isinstance(feed.shape[0], int) and feed.shape[0] > 0 else None
     step = fixed or batch
     starts = list(range(0, len(images), step))
     per_batch = max(1, -(-rows // len(starts)))
-    stats = dict((name, LayerInputs(spec, spec.groups, spec.k)) for name, (_, spec) in specs.items())
     for index, start in enumerate(starts):
         chunk = images[start:start + step]
         count = len(chunk)
         if fixed and count < fixed:
             chunk = np.resize(chunk, (fixed,) + chunk.shape[1:])
-        values = dict(zip(tensors, session.run(tensors, {feed.name: np.ascontiguousarray(chunk, np.float32)})))
-        for name, (tensor, spec) in specs.items():
-            x = np.asarray(values[tensor], np.float32)[:count]
-            for part, held in held_out_split(index, start, count, len(starts)):
-                share = max(1, -(-per_batch * len(x[part]) // count))
-                stats[name].add(spec.rows(x[part], share, rng), held)
-    for entry in stats.values():
-        entry.finish()
-    return stats
+        parts = [(part, held, max(1, -(-per_batch * len(np.arange(count)[part]) // count)))
+                 for part, held in held_out_split(index, start, count, len(starts))]
+        yield np.ascontiguousarray(chunk, np.float32), count, parts
 
 
 def matrix_bytes(spec):

@@ -19,7 +19,7 @@ integers learned for the layers before it.
 import numpy as np
 
 from trtkit.deps import require
-from trtkit.precision.adaround_inputs import BATCH, ROWS, held_out_split
+from trtkit.precision.adaround_inputs import BATCH, ROWS, feed_batches
 
 
 class Moments(object):
@@ -65,21 +65,11 @@ def layer_moments(fp32, rounded, layer, tensor, spec, write, images, seed=0, row
     keep_outputs(cut, [tensor])
     sessions = [_session(m) for m in (cut, written)]
     feed = sessions[0].get_inputs()[0]
-    fixed = feed.shape[0] if feed.shape and isinstance(feed.shape[0], int) and feed.shape[0] > 0 else None
-    step = fixed or batch
-    starts = list(range(0, len(images), step))
-    per_batch = max(1, -(-rows // len(starts)))
     rng = np.random.RandomState(seed)
     moments = Moments(spec.groups, spec.k)
-    for index, start in enumerate(starts):
-        chunk = images[start:start + step]
-        count = len(chunk)
-        if fixed and count < fixed:
-            chunk = np.resize(chunk, (fixed,) + chunk.shape[1:])
-        chunk = np.ascontiguousarray(chunk, np.float32)
+    for chunk, count, parts in feed_batches(images, feed, batch, rows):
         fp, q = (np.asarray(s.run(None, {feed.name: chunk})[0], np.float32)[:count] for s in sessions)
-        for part, held in held_out_split(index, start, count, len(starts)):
-            share = max(1, -(-per_batch * len(fp[part]) // count))
+        for part, held, share in parts:
             state = rng.get_state()  # the same images and positions in both tensors
             fp_rows = spec.rows(fp[part], share, rng)
             rng.set_state(state)
