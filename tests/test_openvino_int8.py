@@ -110,8 +110,8 @@ def test_an_openvino_int8_build_for_a_cpu_without_vnni_runs_int8_convolutions(sa
 
 
 def _affine_graph():
-    """Conv -> Q/DQ -> Mul(constant) -> Add(constant) -> Q/DQ -> Conv, plus a residual Add of two activations
-    behind Q/DQ: only the pair in front of the constant Mul may go."""
+    """Conv -> Q/DQ -> Mul(constant) -> Add(constant) -> Q/DQ -> Conv -> Q/DQ -> LeakyRelu -> Q/DQ, and a residual
+    Add of two activations behind Q/DQ: only the pairs in front of the constant Mul and the LeakyRelu may go."""
     rng = np.random.RandomState(1)
     inits = [numpy_helper.from_array(rng.randn(4, 3, 3, 3).astype(np.float32), "w1"),
              numpy_helper.from_array(rng.randn(4, 4, 3, 3).astype(np.float32), "w2"),
@@ -125,7 +125,8 @@ def _affine_graph():
     nodes = [helper.make_node("Conv", ["input", "w1"], ["c1"], pads=[1, 1, 1, 1])] + qdq("c1")
     nodes += [helper.make_node("Mul", ["c1_dq", "gamma"], ["m"]), helper.make_node("Add", ["m", "beta"], ["a"])]
     nodes += qdq("a") + [helper.make_node("Conv", ["a_dq", "w2"], ["c2"], pads=[1, 1, 1, 1])] + qdq("c2")
-    nodes += [helper.make_node("Add", ["c2_dq", "a_dq"], ["out"])]
+    nodes += [helper.make_node("LeakyRelu", ["c2_dq"], ["c2_act"], alpha=0.1)] + qdq("c2_act")
+    nodes += [helper.make_node("Add", ["c2_act_dq", "a_dq"], ["out"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -141,11 +142,11 @@ def test_q_dq_in_front_of_a_constant_elementwise_op_is_removed_and_nothing_else(
         session = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
         return session.run(None, {"input": x})[0]
     expected_float_mul = run(model)
-    assert drop_constant_elementwise(model) == 1
+    assert drop_constant_elementwise(model) == 2
     onnx.checker.check_model(model)
     after = [(n.op_type, tuple(n.input)) for n in model.graph.node]
-    assert len(after) == len(before) - 2
-    assert ("Mul", ("c1", "gamma")) in after  # reads the convolution's float output now
-    assert [t for op, t in after if op == "QuantizeLinear"] == [("a", "s", "z"), ("c2", "s", "z")]
+    assert len(after) == len(before) - 4
+    assert ("Mul", ("c1", "gamma")) in after and ("LeakyRelu", ("c2",)) in after  # the convolutions' float outputs
+    assert [t for op, t in after if op == "QuantizeLinear"] == [("a", "s", "z"), ("c2_act", "s", "z")]
     assert drop_constant_elementwise(model) == 0
     assert run(model).shape == expected_float_mul.shape  # ONNX Runtime still runs it

@@ -175,6 +175,12 @@ def _train_detector(args, json):
         from trtkit.errors import InputError
         raise InputError("--resume continues a classifier run; a detector trains in one call",
                          hint="drop --resume")
+    ignored = [k for k in ("stem", "epochs", "optimizer", "weight_decay", "warmup", "clip_grad", "flip")
+               if getattr(args, k, None) is not None]
+    if ignored:
+        from trtkit import log
+        log.warn("a detector trains for --steps with AdamW, warm-up, cosine decay and flips (training.detection); "
+                 "ignoring --{}".format(", --".join(k.replace("_", "-") for k in ignored)))
     modes = parse_modes(args.compare or args.mode or "fp32")
     rows = train_detector(args.model, args.data, args.out, modes, args.steps, args.batch_size or 16,
                           args.lr or 3e-3, args.input_size, args.device or "cpu", args.limit, args.seed or 0)

@@ -116,6 +116,10 @@ def train_detector(model_name=None, data=None, out="runs/train-detection", modes
         rows.append(dict(record, mode=mode, model=name, checkpoint=path, status="ok"))
         log.info("{} {}: {:.2f} steps/s, held-out mAP@.5 {:.3f}".format(name, mode, _rate(record),
                                                                           record.get("map50") or 0.0))
+        if record.get("map50") == 0.0:
+            log.warn("{} {}: it finds none of the held-out boxes (mAP@.5 0.000). From scratch the usual cause is a "
+                     "learning rate too high for the model (RetinaNet-R18 on shape-boxes: --lr 3e-3 gave 0.000, "
+                     "--lr 3e-4 0.609 in 600 steps), else too few --steps".format(name, mode))
     from trtkit.fileio import atomic_path
     with atomic_path(os.path.join(out, "detection_train.json")) as tmp:
         with open(tmp, "w") as handle:
