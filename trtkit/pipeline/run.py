@@ -255,18 +255,24 @@ def _build_into(options, folder):
         state.maker.use_qat(state.source.torch_model, options.qat_steps, state.source.info.get("output_kind"))
     if options.auto:
         from trtkit.search.candidates import make_candidates
+        from trtkit.search.tune import load_tune_set
+        task = state.source.info.get("task")
+        tune = load_tune_set(state.maker.data, state.maker.contract, options.search.tune_images,
+                             state.maker.fp32_onnx, kind=state.source.info.get("output_kind"), task=task,
+                             selection=state.plan.tune.selection, model_info=state.source.info)
         candidates, search = make_candidates(state.maker, options.search, state.source.info.get("output_kind"),
-                                             state.source.info.get("task"), state.source.num_classes,
-                                             gate=threshold(state.options, state.source.info.get("task"), "mixed"),
-                                             miou_gate=miou_threshold(state.options, state.source.info.get("task"),
-                                                                      "mixed"),
-                                             tune_selection=state.plan.tune.selection,
-                                             model_info=state.source.info)
+                                             task, state.source.num_classes,
+                                             gate=threshold(state.options, task, "mixed"),
+                                             miou_gate=miou_threshold(state.options, task, "mixed"), tune=tune)
         for backend in _search_backends(state):
             for candidate in candidates:
                 label = candidate.label if backend is state.backend else "{}-{}".format(candidate.label, backend.name)
                 log.info("building {} {} ...".format(state.name, label))
-                manifest["artifacts"].append(_build_from(state, candidate, backend, label))
+                record = _build_from(state, candidate, backend, label)
+                if (record.get("backend_info") or {}).get("rewrote_graph") and record.get("tune"):
+                    _rescore(state, record, backend, tune)
+                manifest["artifacts"].append(record)
+        del tune  # the verification streams its own images
     else:
         for precision in options.precisions:
             log.info("building {} {} ...".format(state.name, precision))
@@ -284,6 +290,16 @@ def _build_into(options, folder):
     save_manifest(folder.staging, manifest)
     folder.publish()
     return manifest
+
+
+def _rescore(state, record, backend, tune):
+    """The tune-split figures of an artifact its backend rewrote, from that artifact (``search.candidates.rescore``)."""
+    from trtkit.search.candidates import rescore
+    runner = backend.runner(state.folder.stage_path(record["path"]), {}).activate()
+    try:
+        record["tune"] = rescore(runner, tune)
+    finally:
+        runner.deactivate()
 
 
 def _search_backends(state):

