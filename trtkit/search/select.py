@@ -195,9 +195,10 @@ def choose(records, max_drop, metric, label=None, rule="bound"):
         elif row["within_on_estimate"] and not row["within_budget"] and row["passes_gate"]:
             unshown.append(row)
         elif row["within_budget"] and row["passes_gate"] and not row["keeps_tune_split"]:
-            notes.append("{} passes on the held-out images but not on the larger tune split (scored with ONNX "
-                         "Runtime), so it is not chosen (there: {})".format(
-                             row["name"], _tune_figures(by_name[row["name"]], label)))
+            notes.append("{} passes on the held-out images but not on the larger tune split (scored with {}), so it "
+                         "is not chosen (there: {})".format(
+                             row["name"], (by_name[row["name"]].get("tune") or {}).get("scored_on") or "ONNX Runtime",
+                             _tune_figures(by_name[row["name"]], label)))
         elif row["within_budget"] and not row["passes_gate"]:
             notes.append("{} is within the budget but fails its verification gate ({}), so it is not "
                          "chosen".format(row["name"], _status_detail(by_name[row["name"]], row)))
