@@ -256,11 +256,11 @@ class OpenVINOBackend(Backend):
         meta = {"openvino_version": openvino_version()}
         rewritten = _int8_for_openvino(onnx_path)
         if rewritten is not None:
-            model, meta["openvino_qdq"] = rewritten
-            changed = meta["openvino_qdq"]
-            meta["rewrote_graph"] = bool(changed["int8_weights"] or changed["float_elementwise"])
-            if meta["openvino_qdq"]["int8_weights"]:
-                meta["isa"] = meta["openvino_qdq"]["int8_weights"]
+            model, changed = rewritten
+            meta.update(openvino_qdq=changed,
+                        rewrote_graph=bool(changed["int8_weights"] or changed["float_elementwise"]))
+            if changed["int8_weights"]:
+                meta["isa"] = changed["int8_weights"]
             from trtkit.onnx.write import save
             with atomic_path(out_path) as tmp:
                 save(model, tmp)

@@ -111,10 +111,7 @@ def run(args):
         if args.compare:
             raise InputError("--resume continues one run; it cannot be combined with --compare")
         path = args.resume or os.path.join(args.out, CHECKPOINT_NAME)
-        given = [k for k in _SETTINGS if getattr(args, k, None) is not None]
-        if given:
-            log.warn("--resume continues with the settings stored in the checkpoint; ignoring --{}".format(
-                ", --".join(k.replace("_", "-") for k in given)))
+        _warn_ignored(args, _SETTINGS, "--resume continues with the settings stored in the checkpoint")
         from trtkit.training.runner import run_training
         result = run_training(None, args.out, resume_path=path, stop_after=args.stop_after)
         return _finish_one(args, result, json)
@@ -146,20 +143,24 @@ def run(args):
     return _finish_one(args, result, json)
 
 
+def _warn_ignored(args, keys, why):
+    """One warning naming the options of ``keys`` the user gave that this kind of run does not use, and ``why``."""
+    from trtkit import log
+    given = [k for k in keys if getattr(args, k, None) is not None]
+    if given:
+        log.warn("{}; ignoring --{}".format(why, ", --".join(k.replace("_", "-") for k in given)))
+
+
 def _train_qat(args, json):
     """``--qat CHECKPOINT``: ``training.qat_run``; the table, or the report as JSON."""
-    from trtkit import log
     from trtkit.errors import InputError
     clashes = [flag for flag, value in (("--resume", args.resume), ("--compare", args.compare),
                                         ("--task", args.task)) if value is not None]
     if clashes:
         raise InputError("--qat fine-tunes one classifier checkpoint; it cannot be combined with {}".format(
             clashes[0]), hint="drop " + clashes[0])
-    ignored = [k for k in ("model", "stem", "input_size", "mode", "epochs", "optimizer", "weight_decay", "warmup",
-                           "clip_grad", "flip") if getattr(args, k, None) is not None]
-    if ignored:
-        log.warn("--qat keeps the checkpoint's model and trains in FP32 with SGD; ignoring --{}".format(
-            ", --".join(k.replace("_", "-") for k in ignored)))
+    _warn_ignored(args, ("model", "stem", "input_size", "mode", "epochs", "optimizer", "weight_decay", "warmup",
+                         "clip_grad", "flip"), "--qat keeps the checkpoint's model and trains in FP32 with SGD")
     from trtkit.training.qat_run import format_report, train_qat
     report = train_qat(args.qat, args.out, data=args.data, steps=args.steps, batch_size=args.batch_size,
                        lr=args.lr, limit=args.limit, seed=args.seed or 0)
@@ -175,12 +176,8 @@ def _train_detector(args, json):
         from trtkit.errors import InputError
         raise InputError("--resume continues a classifier run; a detector trains in one call",
                          hint="drop --resume")
-    ignored = [k for k in ("stem", "epochs", "optimizer", "weight_decay", "warmup", "clip_grad", "flip")
-               if getattr(args, k, None) is not None]
-    if ignored:
-        from trtkit import log
-        log.warn("a detector trains for --steps with AdamW, warm-up, cosine decay and flips (training.detection); "
-                 "ignoring --{}".format(", --".join(k.replace("_", "-") for k in ignored)))
+    _warn_ignored(args, ("stem", "epochs", "optimizer", "weight_decay", "warmup", "clip_grad", "flip"),
+                  "a detector trains for --steps with AdamW, warm-up, cosine decay and flips (training.detection)")
     modes = parse_modes(args.compare or args.mode or "fp32")
     rows = train_detector(args.model, args.data, args.out, modes, args.steps, args.batch_size or 16,
                           args.lr or 3e-3, args.input_size, args.device or "cpu", args.limit, args.seed or 0)

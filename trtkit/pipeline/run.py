@@ -270,7 +270,7 @@ def _build_into(options, folder):
                 log.info("building {} {} ...".format(state.name, label))
                 record = _build_from(state, candidate, backend, label)
                 if (record.get("backend_info") or {}).get("rewrote_graph") and record.get("tune"):
-                    _rescore(state, record, backend, tune)
+                    _rescore(state, record, backend, tune, candidates[0].tune)  # candidates[0]: FP32
                 manifest["artifacts"].append(record)
         del tune  # the verification streams its own images
     else:
@@ -292,12 +292,18 @@ def _build_into(options, folder):
     return manifest
 
 
-def _rescore(state, record, backend, tune):
-    """The tune-split figures of an artifact its backend rewrote, from that artifact (``search.candidates.rescore``)."""
+def _rescore(state, record, backend, tune, reference):
+    """The tune-split figures of an artifact its backend rewrote, from that artifact (``search.candidates.rescore``).
+    A runtime that cannot open it leaves the figures as they were: the verification opens it next and says why."""
+    from trtkit.errors import DeviceUnavailable
     from trtkit.search.candidates import rescore
-    runner = backend.runner(state.folder.stage_path(record["path"]), {}).activate()
+    runner = backend.runner(state.folder.stage_path(record["path"]), {"strict": True} if state.options.strict else None)
     try:
-        record["tune"] = rescore(runner, tune)
+        runner.activate()
+    except (DeviceUnavailable, InputError):
+        return
+    try:
+        record["tune"] = rescore(runner, tune, reference)
     finally:
         runner.deactivate()
 

@@ -92,28 +92,19 @@ def first_layers(model, weights):
 
 def _seven_bits(dequantizer, inits, numpy_helper):
     """Requantize a DequantizeLinear's int8 weight (zero point 0 by now) to levels within +-SEVEN_BIT."""
-    levels = numpy_helper.to_array(inits[dequantizer.input[0]]).astype(np.float64)
-    scale = numpy_helper.to_array(inits[dequantizer.input[1]]).astype(np.float64)
-    axis = 1
+    weight, scale_name = dequantizer.input[0], dequantizer.input[1]
+    levels = numpy_helper.to_array(inits[weight]).astype(np.float64)
+    scale = numpy_helper.to_array(inits[scale_name])
+    axis = 1  # DequantizeLinear's default
     for attribute in dequantizer.attribute:
         if attribute.name == "axis":
             axis = attribute.i
-    axis = axis % levels.ndim
-    shape = [1] * levels.ndim
-    if scale.ndim:
-        shape[axis] = -1
-        others = tuple(i for i in range(levels.ndim) if i != axis)
-        peak = np.abs(levels).max(axis=others) if others else np.abs(levels)
-    else:
-        peak = np.abs(levels).max()
-    peak = np.maximum(peak, 1.0)
-    new_scale = scale * peak / SEVEN_BIT
-    new_levels = np.clip(np.round(levels * SEVEN_BIT / peak.reshape(shape) if scale.ndim else
-                                  levels * SEVEN_BIT / peak), -SEVEN_BIT, SEVEN_BIT)
-    inits[dequantizer.input[0]].CopyFrom(numpy_helper.from_array(new_levels.astype(np.int8),
-                                                                 dequantizer.input[0]))
-    inits[dequantizer.input[1]].CopyFrom(numpy_helper.from_array(
-        new_scale.astype(numpy_helper.to_array(inits[dequantizer.input[1]]).dtype), dequantizer.input[1]))
+    others = tuple(i for i in range(levels.ndim) if i != axis % levels.ndim) if scale.ndim else None
+    peak = np.maximum(np.abs(levels).max(axis=others, keepdims=scale.ndim > 0), 1.0)  # per channel, or one
+    new_levels = np.clip(np.round(levels * SEVEN_BIT / peak), -SEVEN_BIT, SEVEN_BIT)
+    new_scale = scale.astype(np.float64) * peak.reshape(scale.shape) / SEVEN_BIT
+    inits[weight].CopyFrom(numpy_helper.from_array(new_levels.astype(np.int8), weight))
+    inits[scale_name].CopyFrom(numpy_helper.from_array(new_scale.astype(scale.dtype), scale_name))
 
 
 def _record(model, record):

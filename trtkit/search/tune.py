@@ -104,14 +104,27 @@ def logits_of(model, images, batch_size=32, decide=None, runner=None):
     ``runner`` (an activated backend runner: its first output); ``decide``: applied to each batch's outputs as
     they come (their shape kept), its results returned."""
     if runner is not None:
-        outputs = []
-        for start in range(0, len(images), batch_size):
-            out = np.asarray(runner.infer(np.ascontiguousarray(images[start:start + batch_size], np.float32)),
-                             np.float32)
-            outputs.append(decide(out) if decide is not None else out.reshape(len(out), -1))
-        if outputs and isinstance(outputs[0], list):
-            return [item for part in outputs for item in part]
-        return np.concatenate(outputs)
+        span = runner.batch_range()  # (N, N, N): an artifact of a fixed batch, padded as ONNX Runtime's is
+        run, fixed = runner.infer, (span[0] if span and span[0] == span[2] else None)
+    else:
+        run, fixed = _session_run(model)
+    size = fixed if isinstance(fixed, int) and fixed > 0 else batch_size
+    outputs = []
+    for start in range(0, len(images), size):
+        chunk = np.ascontiguousarray(images[start:start + size], dtype=np.float32)
+        real = len(chunk)
+        if real < size and isinstance(fixed, int) and fixed > 0:
+            chunk = np.concatenate([chunk, np.zeros((size - real,) + chunk.shape[1:], np.float32)])
+        out = np.asarray(run(chunk), np.float32)
+        outputs.append(decide(out)[:real] if decide is not None else out.reshape(len(chunk), -1)[:real])
+    if outputs and isinstance(outputs[0], list):  # per-image records (a detector's Detections)
+        return [item for part in outputs for item in part]
+    return np.concatenate(outputs)
+
+
+def _session_run(model):
+    """(function of a batch -> the first output, the input's fixed batch or None) of an ONNX graph (a path or a
+    ModelProto) on ONNX Runtime's CPU provider."""
     ort = require("onnxruntime", "the precision search")
     data = model if isinstance(model, str) else model.SerializeToString()
     options = ort.SessionOptions()
@@ -124,18 +137,7 @@ def logits_of(model, images, batch_size=32, decide=None, runner=None):
             model if isinstance(model, str) else "a graph of the search", first_line(exc)))
     name = session.get_inputs()[0].name
     fixed = session.get_inputs()[0].shape[0]
-    size = fixed if isinstance(fixed, int) and fixed > 0 else batch_size
-    outputs = []
-    for start in range(0, len(images), size):
-        chunk = np.ascontiguousarray(images[start:start + size], dtype=np.float32)
-        real = len(chunk)
-        if real < size and isinstance(fixed, int) and fixed > 0:
-            chunk = np.concatenate([chunk, np.zeros((size - real,) + chunk.shape[1:], np.float32)])
-        out = np.asarray(session.run(None, {name: chunk})[0], np.float32)
-        outputs.append(decide(out)[:real] if decide is not None else out.reshape(len(chunk), -1)[:real])
-    if outputs and isinstance(outputs[0], list):  # per-image records (a detector's Detections)
-        return [item for part in outputs for item in part]
-    return np.concatenate(outputs)
+    return (lambda chunk: session.run(None, {name: chunk})[0]), (fixed if isinstance(fixed, int) else None)
 
 
 def score(logits, tune):
